@@ -1,0 +1,47 @@
+"""One module per ONNX op (or tight family); importing this package registers them all.
+
+`lookup(op_type, domain)` returns the op's `OpSpec` or None (the op is then opaque: carried
+through the e-graph unchanged and written back as it was).
+"""
+
+# Importing an op module registers its specs.
+from rewrite.ops import (  # noqa: F401  (import order: the registry must exist first)
+    concat,
+    constant,
+    conv,
+    elementwise,
+    gather,
+    matmul,
+    norm,
+    pad,
+    pool,
+    reduce,
+    reshape,
+    shape,
+    slice,
+    transpose,
+    unary,
+)
+from rewrite.ops.base import (
+    UNKNOWN,
+    EggSig,
+    OpCall,
+    OpSpec,
+    Shape,
+    TensorType,
+    broadcast,
+)
+from rewrite.ops.registry import all_specs, lookup, register
+
+__all__ = [
+    "UNKNOWN",
+    "EggSig",
+    "OpCall",
+    "OpSpec",
+    "Shape",
+    "TensorType",
+    "all_specs",
+    "broadcast",
+    "lookup",
+    "register",
+]
