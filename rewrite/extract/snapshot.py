@@ -88,20 +88,6 @@ class Snapshot:
             for n in c.nodes:
                 yield c.id, n
 
-
-@dataclass
-class Choice:
-    """One e-node per needed class (classes not needed to compute the roots may be absent)."""
-
-    picks: dict[int, ENode]
-    roots: list[int]
-    cost: float = 0.0
-    extractor: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    def __getitem__(self, cid: int) -> ENode:
-        return self.picks[cid]
-
     def type_of(self, cid: int) -> TensorType:
         return self.classes[cid].type
 
@@ -153,3 +139,17 @@ class Choice:
             if n.op == "Init" and n.args[0] in self.consts:
                 return self.consts[n.args[0]]
         return None
+
+
+@dataclass
+class Choice:
+    """One e-node per needed class (classes not needed to compute the roots may be absent)."""
+
+    picks: dict[int, ENode]
+    roots: list[int]
+    cost: float = 0.0
+    extractor: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def __getitem__(self, cid: int) -> ENode:
+        return self.picks[cid]

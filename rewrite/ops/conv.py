@@ -1,1 +1,268 @@
-"""(being written)"""
+"""Conv and ConvTranspose (1-D, 2-D, 3-D, grouped), plus the sliding-window arithmetic that
+the pooling ops share.
+
+Contract: Conv(X (N, C, D...), W (M, C/group, k...), [B (M)]) -> Y (N, M, O...) with
+O = floor((D + pad_begin + pad_end - ((k - 1)·dilation + 1)) / stride) + 1 for
+auto_pad NOTSET (explicit pads) and VALID (no pads), and O = ceil(D / stride) for SAME_UPPER /
+SAME_LOWER (the odd pad goes at the end / the beginning). kernel_shape defaults to W's
+spatial dims. ConvTranspose(X (N, C, D...), W (C, M/group, k...), [B]) -> (N, M, O...) with
+O = stride·(D - 1) + output_padding + (k - 1)·dilation + 1 - pad_begin - pad_end, or
+`output_shape` / D·stride (SAME) with the pads derived as ONNX Runtime derives them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from rewrite.ops.base import Dim, OpCall, OpSpec, Shape, TensorType, fail
+from rewrite.ops.registry import register
+
+Array = np.ndarray
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+@dataclass(frozen=True)
+class Window:
+    """A node's sliding-window attributes, one entry per spatial axis."""
+
+    kernel: tuple[int | None, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: tuple[tuple[int, int], ...]  # (begin, end) per axis; ignored unless auto_pad NOTSET
+    auto_pad: str
+
+    def extent(self, i: int) -> int | None:
+        """Effective kernel size (k - 1)·dilation + 1 along axis i."""
+        k = self.kernel[i]
+        return None if k is None else (k - 1) * self.dilations[i] + 1
+
+
+def window(call: OpCall, n: int, kernel: tuple[int | None, ...]) -> Window:
+    """Read strides/dilations/pads/auto_pad for `n` spatial axes (ONNX defaults filled)."""
+    strides = tuple(call.attr("strides") or [1] * n)
+    dilations = tuple(call.attr("dilations") or [1] * n)
+    pads = list(call.attr("pads") or [0] * (2 * n))
+    auto_pad = call.attr("auto_pad", "NOTSET") or "NOTSET"
+    if auto_pad not in AUTO_PADS:
+        raise fail(call, f"auto_pad {auto_pad!r} is not one of {AUTO_PADS}")
+    if len(strides) != n or len(dilations) != n or len(pads) != 2 * n or len(kernel) != n:
+        raise fail(call, f"strides/dilations/pads/kernel_shape do not fit {n} spatial axes")
+    if any(s < 1 for s in strides) or any(d < 1 for d in dilations):
+        raise fail(call, "strides and dilations must be >= 1")
+    if auto_pad == "VALID":
+        pads = [0] * (2 * n)
+    return Window(kernel, strides, dilations, tuple(zip(pads[:n], pads[n:], strict=True)), auto_pad)
+
+
+def out_dim(call: OpCall, w: Window, i: int, d: Dim, ceil_mode: bool = False) -> Dim:
+    """Output length along spatial axis i for input length d (symbolic when it stays d)."""
+    s, ek = w.strides[i], w.extent(i)
+    if w.auto_pad.startswith("SAME"):
+        if isinstance(d, int):
+            return -(-d // s)
+        return d if s == 1 else None
+    pb, pe = w.pads[i]
+    if ek is None:
+        return None
+    if not isinstance(d, int):
+        return d if s == 1 and pb + pe == ek - 1 else None
+    span = d + pb + pe - ek
+    if span < 0:
+        raise fail(call, f"kernel extent {ek} exceeds padded input {d + pb + pe} on axis {i}")
+    if not ceil_mode:
+        return span // s + 1
+    o = -(-span // s) + 1
+    # The last window must start inside the input or its begin padding (ORT, ONNX >= 19).
+    return o - 1 if (o - 1) * s >= d + pb else o
+
+
+def resolved_pads(
+    w: Window, in_sp: tuple[int, ...], out_sp: tuple[int, ...]
+) -> list[tuple[int, int]]:
+    """Concrete (begin, end) pads per axis, SAME auto_pad resolved for these input sizes."""
+    if not w.auto_pad.startswith("SAME"):
+        return list(w.pads)
+    pads = []
+    for i, (d, o) in enumerate(zip(in_sp, out_sp, strict=True)):
+        total = max(0, (o - 1) * w.strides[i] + (w.extent(i) or 1) - d)
+        small = total // 2
+        pads.append(
+            (small, total - small) if w.auto_pad == "SAME_UPPER" else (total - small, small)
+        )
+    return pads
+
+
+def taps(w: Window, out_sp: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[slice, ...]]]:
+    """For each kernel position: its index and the strided slices of the padded input it reads."""
+    out = []
+    for kidx in np.ndindex(*[k or 1 for k in w.kernel]):
+        sl = tuple(
+            slice(k * dl, k * dl + (o - 1) * s + 1, s)
+            for k, dl, o, s in zip(kidx, w.dilations, out_sp, w.strides, strict=True)
+        )
+        out.append((tuple(kidx), sl))
+    return out
+
+
+def _spatial_rank(call: OpCall) -> int | None:
+    for t in (call.input(0), call.input(1)):
+        if t.rank is not None:
+            return t.rank - 2
+    ks = call.attr("kernel_shape")
+    return None if ks is None else len(ks)
+
+
+def _kernel(call: OpCall, n: int) -> tuple[int | None, ...]:
+    ks = call.attr("kernel_shape")
+    if ks is not None:
+        return tuple(int(k) for k in ks)
+    w = call.input(1).shape
+    if w is None:
+        return (None,) * n
+    return tuple(k if isinstance(k, int) else None for k in w[2:])
+
+
+def _check_channels(call: OpCall, c: Dim, c_per_group: Dim, m: Dim, group: int) -> None:
+    if isinstance(c, int) and isinstance(c_per_group, int) and c != c_per_group * group:
+        raise fail(call, f"input channels {c} != {c_per_group} x group {group}")
+    if isinstance(m, int) and m % group:
+        raise fail(call, f"channels {m} not divisible by group {group}")
+
+
+def _conv_infer(call: OpCall) -> list[TensorType]:
+    """Y: (N, M, O...) in X's dtype (see the module docstring for O)."""
+    x, wt = call.input(0), call.input(1)
+    dtype = x.dtype or wt.dtype
+    n = _spatial_rank(call)
+    if n is None:
+        return [TensorType(dtype, None)]
+    if n < 1 or any(t.rank not in (None, n + 2) for t in (x, wt)):
+        raise fail(call, "X and W must have the same rank >= 3")
+    xs = x.shape or (None,) * (n + 2)
+    ws = wt.shape or (None,) * (n + 2)
+    group = int(call.attr("group", 1))
+    _check_channels(call, xs[1], ws[1], ws[0], group)
+    w = window(call, n, _kernel(call, n))
+    spatial = tuple(out_dim(call, w, i, d) for i, d in enumerate(xs[2:]))
+    return [TensorType(dtype, (xs[0], ws[0], *spatial))]
+
+
+def _conv_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x, wt = arrays[0], arrays[1]
+    assert x is not None and wt is not None
+    b = arrays[2] if len(arrays) > 2 else None
+    n, g = x.ndim - 2, int(call.attr("group", 1))
+    w = window(call, n, _kernel(call, n))
+    out_sp = tuple(int(out_dim(call, w, i, d)) for i, d in enumerate(x.shape[2:]))  # type: ignore[arg-type]
+    pads = resolved_pads(w, x.shape[2:], out_sp)
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), *pads])
+    N, C, M = x.shape[0], x.shape[1], wt.shape[0]
+    xg = xp.reshape(N, g, C // g, *xp.shape[2:])
+    wg = wt.astype(np.float64).reshape(g, M // g, C // g, *wt.shape[2:])
+    y = np.zeros((N, g, M // g, *out_sp))
+    for kidx, sl in taps(w, out_sp):
+        y += np.einsum("ngc...,gmc->ngm...", xg[(..., *sl)], wg[(..., *kidx)])
+    y = y.reshape(N, M, *out_sp)
+    if b is not None:
+        y += b.reshape(M, *([1] * n))
+    return [y.astype(x.dtype)]
+
+
+def _conv_flops(call: OpCall, outputs: list[TensorType]) -> float:
+    """2·N·M·O...·(C/group)·k... (plus one add per output element for the bias)."""
+    y, ws = outputs[0].numel, call.input(1).shape
+    if y is None or ws is None or not all(isinstance(d, int) for d in ws[1:]):
+        return 0.0
+    return 2.0 * y * math.prod(ws[1:]) + (y if call.has_input(2) else 0)  # type: ignore[arg-type]
+
+
+def _transpose_out(call: OpCall, w: Window, i: int, d: Dim) -> Dim:
+    s, ek = w.strides[i], w.extent(i)
+    if w.auto_pad.startswith("SAME"):
+        return d * s if isinstance(d, int) else (d if s == 1 else None)
+    op = (call.attr("output_padding") or [0] * len(w.strides))[i]
+    if ek is None or not isinstance(d, int):
+        return None
+    o = s * (d - 1) + op + ek - sum(w.pads[i])
+    if o < 1:
+        raise fail(call, f"output length {o} < 1 on axis {i}")
+    return o
+
+
+def _transpose_geometry(call: OpCall, n: int, xs: Shape) -> tuple[Window, tuple[Dim, ...]]:
+    w = window(call, n, _kernel(call, n))
+    given = call.attr("output_shape")
+    if given is not None:
+        return w, tuple(int(v) for v in list(given)[-n:])
+    return w, tuple(_transpose_out(call, w, i, d) for i, d in enumerate(xs[2:]))
+
+
+def _conv_transpose_infer(call: OpCall) -> list[TensorType]:
+    """Y: (N, W[1]·group, O...) in X's dtype."""
+    x, wt = call.input(0), call.input(1)
+    dtype = x.dtype or wt.dtype
+    n = _spatial_rank(call)
+    if n is None:
+        return [TensorType(dtype, None)]
+    if n < 1 or any(t.rank not in (None, n + 2) for t in (x, wt)):
+        raise fail(call, "X and W must have the same rank >= 3")
+    xs = x.shape or (None,) * (n + 2)
+    ws = wt.shape or (None,) * (n + 2)
+    group = int(call.attr("group", 1))
+    _check_channels(call, xs[1], ws[0], xs[1], 1)  # W is (C, M/group, k...)
+    _check_channels(call, None, None, xs[1], group)
+    m = ws[1] * group if isinstance(ws[1], int) else None
+    _, spatial = _transpose_geometry(call, n, xs)
+    return [TensorType(dtype, (xs[0], m, *spatial))]
+
+
+def _conv_transpose_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x, wt = arrays[0], arrays[1]
+    assert x is not None and wt is not None
+    b = arrays[2] if len(arrays) > 2 else None
+    n, g = x.ndim - 2, int(call.attr("group", 1))
+    w, out = _transpose_geometry(call, n, x.shape)
+    out_sp = tuple(int(o) for o in out)  # type: ignore[arg-type]
+    op = call.attr("output_padding") or [0] * n
+    full = [
+        s * (d - 1) + op[i] + (w.extent(i) or 1)
+        for i, (s, d) in enumerate(zip(w.strides, x.shape[2:], strict=True))
+    ]
+    begins = []
+    for i in range(n):
+        total = max(0, full[i] - out_sp[i])
+        if call.attr("output_shape") is None and w.auto_pad in ("NOTSET", "VALID"):
+            begins.append(w.pads[i][0])
+        elif w.auto_pad == "SAME_UPPER":
+            begins.append(total - total // 2)
+        else:
+            begins.append(total // 2)
+    N, C, Mg = x.shape[0], x.shape[1], wt.shape[1]
+    xg = x.astype(np.float64).reshape(N, g, C // g, *x.shape[2:])
+    wg = wt.astype(np.float64).reshape(g, C // g, Mg, *wt.shape[2:])
+    buf = np.zeros(
+        (N, g, Mg, *[max(f, bgn + o) for f, bgn, o in zip(full, begins, out_sp, strict=True)])
+    )
+    in_window = Window(w.kernel, w.strides, w.dilations, w.pads, "NOTSET")
+    for kidx, sl in taps(in_window, x.shape[2:]):
+        buf[(..., *sl)] += np.einsum("ngc...,gcm->ngm...", xg, wg[(..., *kidx)])
+    crop = tuple(slice(bgn, bgn + o) for bgn, o in zip(begins, out_sp, strict=True))
+    y = buf[(..., *crop)].reshape(N, g * Mg, *out_sp)
+    if b is not None:
+        y = y + b.reshape(g * Mg, *([1] * n))
+    return [y.astype(x.dtype)]
+
+
+def _conv_transpose_flops(call: OpCall, outputs: list[TensorType]) -> float:
+    """2·N·C·D...·(M/group)·k...: every input element meets every kernel tap."""
+    x, ws = call.input(0).numel, call.input(1).shape
+    if x is None or ws is None or not all(isinstance(d, int) for d in ws[1:]):
+        return 0.0
+    return 2.0 * x * math.prod(ws[1:])  # type: ignore[arg-type]
+
+
+register(OpSpec("Conv", _conv_infer, _conv_ref, _conv_flops))
+register(OpSpec("ConvTranspose", _conv_transpose_infer, _conv_transpose_ref, _conv_transpose_flops))

@@ -1,1 +1,195 @@
-"""(being written)"""
+"""Elementwise binary, variadic, comparison and logical ops with numpy broadcasting.
+
+Contract: every op here maps inputs that broadcast together (ONNX multidirectional
+broadcasting, `base.broadcast`) to one output of the broadcast shape. Arithmetic ops keep
+the first input's dtype (Pow keeps the base's); comparisons and logical ops give BOOL;
+Where(cond, X, Y) gives X's dtype. Shared helpers `same_type` and `per_element` (used by
+the unary, norm and reduce modules too) live here because these are the simplest ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import reduce
+
+import numpy as np
+from onnx import TensorProto
+
+from rewrite.errors import ShapeError
+from rewrite.ops.base import (
+    EggSig,
+    FlopsFn,
+    OpCall,
+    OpSpec,
+    ReferenceFn,
+    Shape,
+    TensorType,
+    broadcast,
+    elementwise_flops,
+    fail,
+)
+from rewrite.ops.registry import register
+
+BOOL = TensorProto.BOOL
+
+Array = np.ndarray
+ArrayFn = Callable[..., Array]
+
+
+def same_type(call: OpCall) -> list[TensorType]:
+    """Output 0 has input 0's dtype and shape (unary elementwise ops)."""
+    return [call.input(0)]
+
+
+def per_element(k: float) -> FlopsFn:
+    """FLOPs = k per output element (k > 1 for transcendental or multi-step ops)."""
+
+    def flops(call: OpCall, outputs: list[TensorType]) -> float:
+        return k * elementwise_flops(call, outputs)
+
+    flops.__doc__ = f"{k:g} FLOPs per output element."
+    return flops
+
+
+def broadcast_inputs(call: OpCall, indices: range | tuple[int, ...] | None = None) -> Shape | None:
+    """Broadcast shape of the given inputs (all by default); None if any rank is unknown."""
+    idx = range(len(call.inputs)) if indices is None else indices
+    shapes = [call.input(i).shape for i in idx]
+    if any(s is None for s in shapes):
+        return None
+    try:
+        return broadcast(*shapes)  # type: ignore[arg-type]
+    except ShapeError:
+        raise fail(call, "inputs do not broadcast") from None
+
+
+def common_dtype(call: OpCall, indices: range | tuple[int, ...] | None = None) -> int:
+    """The inputs' shared dtype (0 if none known); differing known dtypes are invalid."""
+    idx = range(len(call.inputs)) if indices is None else indices
+    known = {call.input(i).dtype for i in idx} - {0}
+    if len(known) > 1:
+        raise fail(call, f"input dtypes differ ({sorted(known)})")
+    return known.pop() if known else 0
+
+
+def _arith_infer(call: OpCall) -> list[TensorType]:
+    """Same dtype in, same dtype out; shape = broadcast of all inputs."""
+    if not call.inputs:
+        raise fail(call, "needs at least one input")
+    return [TensorType(common_dtype(call), broadcast_inputs(call))]
+
+
+def _bool_infer(call: OpCall) -> list[TensorType]:
+    """Comparisons and logic: operands share a dtype; the result is BOOL."""
+    common_dtype(call)
+    return [TensorType(BOOL, broadcast_inputs(call))]
+
+
+def _pow_infer(call: OpCall) -> list[TensorType]:
+    """Pow(X, Y): X's dtype (Y may differ), broadcast shape."""
+    return [TensorType(call.input(0).dtype, broadcast_inputs(call))]
+
+
+def _where_infer(call: OpCall) -> list[TensorType]:
+    """Where(C, X, Y): X and Y share a dtype; shape = broadcast(C, X, Y)."""
+    return [TensorType(common_dtype(call, (1, 2)), broadcast_inputs(call))]
+
+
+def _binary(fn: ArrayFn) -> ReferenceFn:
+    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        a, b = arrays[0], arrays[1]
+        assert a is not None and b is not None
+        with np.errstate(all="ignore"):
+            return [np.asarray(fn(a, b)).astype(a.dtype, copy=False)]
+
+    return reference
+
+
+def _div(a: Array, b: Array) -> Array:
+    """Integer Div truncates toward zero (C semantics), unlike numpy's floor division."""
+    if a.dtype.kind in "iu":
+        q = np.floor_divide(a, b)
+        fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+        return q + fix.astype(q.dtype)
+    return np.divide(a, b)
+
+
+def _pow(a: Array, b: Array) -> Array:
+    if a.dtype == b.dtype and a.dtype.kind == "f":
+        return np.power(a, b)
+    return np.power(a.astype(np.float64), b.astype(np.float64))
+
+
+def _mod_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """fmod=0: sign of the divisor (Python %); fmod=1: sign of the dividend (C fmod)."""
+    a, b = arrays[0], arrays[1]
+    assert a is not None and b is not None
+    fn = np.fmod if call.attr("fmod", 0) else np.mod
+    with np.errstate(all="ignore"):
+        return [fn(a, b).astype(a.dtype, copy=False)]
+
+
+def _bitshift_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    a, b = arrays[0], arrays[1]
+    assert a is not None and b is not None
+    fn = np.left_shift if call.attr("direction") == "LEFT" else np.right_shift
+    return [fn(a, b.astype(a.dtype)).astype(a.dtype, copy=False)]
+
+
+def _variadic(fn: ArrayFn, mean: bool = False) -> ReferenceFn:
+    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        xs = [a for a in arrays if a is not None]
+        out = reduce(fn, xs)
+        if mean:
+            out = out / len(xs)
+        return [np.asarray(out).astype(xs[0].dtype, copy=False)]
+
+    return reference
+
+
+def _variadic_flops(call: OpCall, outputs: list[TensorType]) -> float:
+    """(n - 1) operations per output element for n inputs (Mean: n)."""
+    n = max(1, len([t for t in call.inputs if t is not None]) - (call.op_type != "Mean"))
+    return n * elementwise_flops(call, outputs)
+
+
+def _compare(fn: ArrayFn) -> ReferenceFn:
+    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        return [np.asarray(fn(arrays[0], arrays[1]), dtype=np.bool_)]
+
+    return reference
+
+
+def _where_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    c, x, y = arrays
+    assert c is not None and x is not None and y is not None
+    return [np.where(c, x, y).astype(x.dtype, copy=False)]
+
+
+_EGG2 = EggSig(n_inputs=2)
+for _name, _fn, _egg in (
+    ("Add", np.add, _EGG2),
+    ("Sub", np.subtract, _EGG2),
+    ("Mul", np.multiply, _EGG2),
+    ("Div", _div, _EGG2),
+):
+    register(OpSpec(_name, _arith_infer, _binary(_fn), elementwise_flops, egg=_egg))
+
+register(OpSpec("Pow", _pow_infer, _binary(_pow), per_element(4)))
+register(OpSpec("Mod", _arith_infer, _mod_ref, per_element(2)))
+register(OpSpec("BitShift", _arith_infer, _bitshift_ref, elementwise_flops))
+for _name, _fn in (("Min", np.minimum), ("Max", np.maximum), ("Sum", np.add)):
+    register(OpSpec(_name, _arith_infer, _variadic(_fn), _variadic_flops))
+register(OpSpec("Mean", _arith_infer, _variadic(np.add, mean=True), _variadic_flops))
+for _name, _fn in (
+    ("Equal", np.equal),
+    ("Less", np.less),
+    ("LessOrEqual", np.less_equal),
+    ("Greater", np.greater),
+    ("GreaterOrEqual", np.greater_equal),
+    ("And", np.logical_and),
+    ("Or", np.logical_or),
+    ("Xor", np.logical_xor),
+):
+    register(OpSpec(_name, _bool_infer, _compare(_fn), elementwise_flops))
+register(OpSpec("Where", _where_infer, _where_ref, elementwise_flops))

@@ -1,1 +1,113 @@
-"""(being written)"""
+"""Gather, GatherND, GatherElements (opset 13-21): indexing by an int32/int64 index tensor.
+
+Negative indices count from the end of the indexed axis; out-of-range ones are an error.
+- Gather(data, indices, axis=0): out = data.shape[:axis] + indices.shape + data.shape[axis+1:],
+  out[..., j, ...] = data[..., indices[j], ...] (numpy `take`).
+- GatherND(data, indices, batch_dims=0): the last dim k of `indices` indexes data's dims
+  batch_dims .. batch_dims+k; out = indices.shape[:-1] + data.shape[batch_dims + k:].
+- GatherElements(data, indices, axis=0): out has indices' shape,
+  out[i][j][k] = data[indices[i][j][k]][j][k] for axis 0 (numpy `take_along_axis`).
+
+The output has data's dtype; the ops copy data (bytes read + written), no FLOPs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rewrite.ops._dims import norm_axis
+from rewrite.ops.base import OpCall, OpSpec, TensorType, fail, no_flops
+from rewrite.ops.registry import register
+
+
+def infer_gather(call: OpCall) -> list[TensorType]:
+    data, idx = call.input(0), call.input(1)
+    if data.shape is None or idx.shape is None:
+        return [TensorType(data.dtype, None)]
+    axis = norm_axis(call, call.attr("axis", 0), len(data.shape))
+    shape = (*data.shape[:axis], *idx.shape, *data.shape[axis + 1 :])
+    return [TensorType(data.dtype, shape)]
+
+
+def ref_gather(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    data, idx = arrays[0], arrays[1]
+    assert data is not None and idx is not None
+    return [np.take(data, idx.astype(np.int64), axis=int(call.attr("axis", 0)))]
+
+
+def infer_gather_nd(call: OpCall) -> list[TensorType]:
+    data, idx = call.input(0), call.input(1)
+    b = int(call.attr("batch_dims", 0))
+    if idx.shape is not None and len(idx.shape) < 1:
+        raise fail(call, "indices must have rank >= 1")
+    if data.shape is None or idx.shape is None or not isinstance(idx.shape[-1], int):
+        return [TensorType(data.dtype, None)]
+    k = idx.shape[-1]
+    if b < 0 or b + k > len(data.shape) or b >= len(idx.shape):
+        raise fail(call, f"batch_dims={b} and index depth {k} do not fit data")
+    return [TensorType(data.dtype, (*idx.shape[:-1], *data.shape[b + k :]))]
+
+
+def ref_gather_nd(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    data, idx = arrays[0], arrays[1]
+    assert data is not None and idx is not None
+    b = int(call.attr("batch_dims", 0))
+    k = idx.shape[-1]
+    batch = data.shape[:b]
+    nb = int(np.prod(batch))
+    d = data.reshape(nb, *data.shape[b:])
+    i = idx.astype(np.int64).reshape(nb, -1, k)
+    i = np.where(i < 0, i + np.array(data.shape[b : b + k]), i)
+    out = np.stack([d[n][tuple(i[n].T)] for n in range(nb)]) if nb else None
+    shape = (*idx.shape[:-1], *data.shape[b + k :])
+    if out is None:
+        return [np.zeros(shape, data.dtype)]
+    return [out.reshape(shape)]
+
+
+def infer_gather_elements(call: OpCall) -> list[TensorType]:
+    data, idx = call.input(0), call.input(1)
+    if data.shape is not None and idx.shape is not None:
+        if len(data.shape) != len(idx.shape):
+            raise fail(call, "data and indices must have the same rank")
+        norm_axis(call, call.attr("axis", 0), len(data.shape))
+    shape = idx.shape if idx.shape is not None else None
+    return [TensorType(data.dtype, shape)]
+
+
+def ref_gather_elements(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    data, idx = arrays[0], arrays[1]
+    assert data is not None and idx is not None
+    axis = norm_axis(call, call.attr("axis", 0), data.ndim)
+    i = idx.astype(np.int64)
+    i = np.where(i < 0, i + data.shape[axis], i)
+    return [np.take_along_axis(data, i, axis=axis)]
+
+
+GATHER = register(
+    OpSpec(
+        name="Gather",
+        infer=infer_gather,
+        reference=ref_gather,
+        flops=no_flops,
+        doc="Gather(data, indices, axis): numpy take.",
+    )
+)
+GATHER_ND = register(
+    OpSpec(
+        name="GatherND",
+        infer=infer_gather_nd,
+        reference=ref_gather_nd,
+        flops=no_flops,
+        doc="GatherND(data, indices, batch_dims): index tuples in indices' last dim.",
+    )
+)
+GATHER_ELEMENTS = register(
+    OpSpec(
+        name="GatherElements",
+        infer=infer_gather_elements,
+        reference=ref_gather_elements,
+        flops=no_flops,
+        doc="GatherElements(data, indices, axis): numpy take_along_axis.",
+    )
+)

@@ -1,1 +1,160 @@
-"""(being written)"""
+"""Normalizations: LayerNormalization, BatchNormalization (inference), InstanceNormalization,
+and Softmax / LogSoftmax / Hardmax.
+
+Contract: LayerNormalization(X, Scale[, B]) normalizes over axes [axis, rank) (axis = -1):
+Y = (X - mean) / sqrt(var + epsilon) · Scale + B; optional outputs Mean and InvStdDev have
+X's shape with the normalized axes set to 1, in the `stash_type` dtype (FLOAT).
+BatchNormalization(X, scale, B, mean, var) at inference: per channel (axis 1),
+Y = (X - mean) / sqrt(var + epsilon) · scale + B. InstanceNormalization does the same with
+the mean and variance of each (n, c) over the spatial axes. Softmax along `axis` from opset 13
+(default -1); before 13 (default axis 1) over X coerced to 2-D at `axis`
+(dims [0, axis) x [axis, rank)). All keep X's dtype and shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from onnx import TensorProto
+
+from rewrite.ops.base import EggSig, OpCall, OpSpec, ReferenceFn, TensorType, fail
+from rewrite.ops.elementwise import per_element, same_type
+from rewrite.ops.registry import register
+
+Array = np.ndarray
+
+
+def _axis(call: OpCall, rank: int | None, default: int) -> int | None:
+    """`axis` normalized to [0, rank); None when the rank is unknown."""
+    axis = int(call.attr("axis", default))
+    if rank is None:
+        return None
+    if not -rank <= axis < max(rank, 1):
+        raise fail(call, f"axis {axis} out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def _layer_norm_infer(call: OpCall) -> list[TensorType]:
+    """Y: X's type; Mean, InvStdDev: X's shape with axes >= axis set to 1, stash dtype."""
+    x = call.input(0)
+    axis = _axis(call, x.rank, -1)
+    stat_shape = None
+    if x.shape is not None and axis is not None:
+        stat_shape = (*x.shape[:axis], *[1] * (len(x.shape) - axis))
+    stat = TensorType(int(call.attr("stash_type", TensorProto.FLOAT)), stat_shape)
+    return [x, stat, stat][: max(1, call.n_outputs)]
+
+
+def _layer_norm_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x, scale = arrays[0], arrays[1]
+    assert x is not None and scale is not None
+    b = arrays[2] if len(arrays) > 2 else None
+    axis = _axis(call, x.ndim, -1)
+    axes = tuple(range(axis or 0, x.ndim))
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axes, keepdims=True)
+    inv = 1.0 / np.sqrt(
+        ((x64 - mean) ** 2).mean(axis=axes, keepdims=True) + call.attr("epsilon", 1e-5)
+    )
+    y = (x64 - mean) * inv * scale
+    if b is not None:
+        y = y + b
+    stash = np.dtype(np.float32) if call.attr("stash_type", 1) == 1 else x.dtype
+    return [y.astype(x.dtype), mean.astype(stash), inv.astype(stash)][: max(1, call.n_outputs)]
+
+
+def _channel(x: Array, v: Array) -> Array:
+    """A per-channel vector shaped to broadcast along axis 1 of x."""
+    return v.astype(np.float64).reshape(-1, *[1] * (x.ndim - 2))
+
+
+def _batch_norm_infer(call: OpCall) -> list[TensorType]:
+    """Y: X's type; training-mode outputs (running mean / var, ...) are (C,) vectors."""
+    x = call.input(0)
+    if x.rank is not None and x.rank < 2:
+        raise fail(call, "X must have rank >= 2")
+    c = x.shape[1] if x.shape is not None else None
+    stat = TensorType(call.input(3).dtype or x.dtype, (c,))
+    return [x, *[stat] * (max(1, call.n_outputs) - 1)]
+
+
+def _batch_norm_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """Inference mode only (training_mode = 0, one output)."""
+    x, scale, b, mean, var = arrays[:5]
+    assert x is not None and scale is not None and b is not None
+    assert mean is not None and var is not None
+    if call.attr("training_mode", 0) or call.n_outputs > 1:
+        raise ValueError("BatchNormalization: training mode has no reference")
+    eps = call.attr("epsilon", 1e-5)
+    inv = _channel(x, scale) / np.sqrt(_channel(x, var) + eps)
+    y = (x.astype(np.float64) - _channel(x, mean)) * inv + _channel(x, b)
+    return [y.astype(x.dtype)]
+
+
+def _instance_norm_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x, scale, b = arrays[:3]
+    assert x is not None and scale is not None and b is not None
+    axes = tuple(range(2, x.ndim))
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axes, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=axes, keepdims=True)
+    y = (x64 - mean) / np.sqrt(var + call.attr("epsilon", 1e-5)) * _channel(x, scale)
+    return [(y + _channel(x, b)).astype(x.dtype)]
+
+
+def _softmax_infer(call: OpCall) -> list[TensorType]:
+    """Y: X's type (the axis is checked against X's rank)."""
+    x = call.input(0)
+    _axis(call, x.rank, -1 if call.opset >= 13 else 1)
+    return [x]
+
+
+def _along_axis(fn: Callable[[Array, int], Array]) -> ReferenceFn:
+    """Apply `fn(x, axis)` in float64: at `axis` (opset >= 13) or on X coerced to 2-D."""
+
+    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        x = arrays[0]
+        assert x is not None
+        x64 = x.astype(np.float64)
+        if call.opset >= 13:
+            return [fn(x64, _axis(call, x.ndim, -1) or 0).astype(x.dtype)]
+        axis = _axis(call, x.ndim, 1) or 0
+        rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+        return [fn(x64.reshape(rows, -1), 1).reshape(x.shape).astype(x.dtype)]
+
+    return reference
+
+
+def _softmax(x: Array, axis: int) -> Array:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _log_softmax(x: Array, axis: int) -> Array:
+    z = x - x.max(axis=axis, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+
+
+def _hardmax(x: Array, axis: int) -> Array:
+    """1 at the first maximum along axis, 0 elsewhere."""
+    first = np.expand_dims(x.argmax(axis=axis), axis)
+    out = np.zeros_like(x)
+    np.put_along_axis(out, first, 1.0, axis=axis)
+    return out
+
+
+register(OpSpec("LayerNormalization", _layer_norm_infer, _layer_norm_ref, per_element(8)))
+register(OpSpec("BatchNormalization", _batch_norm_infer, _batch_norm_ref, per_element(2)))
+register(OpSpec("InstanceNormalization", same_type, _instance_norm_ref, per_element(8)))
+register(
+    OpSpec(
+        "Softmax",
+        _softmax_infer,
+        _along_axis(_softmax),
+        per_element(5),
+        egg=EggSig(attrs=(("axis", "i64", -1),), n_inputs=1),
+    )
+)
+register(OpSpec("LogSoftmax", _softmax_infer, _along_axis(_log_softmax), per_element(6)))
+register(OpSpec("Hardmax", _softmax_infer, _along_axis(_hardmax), per_element(2)))

@@ -1,1 +1,100 @@
-"""(being written)"""
+"""Pad (opset 13-21; attribute form before opset 11 also read): grow or crop each axis.
+
+Pad(data, pads, constant_value?, axes?, mode="constant"): `pads` is int64
+[b_0, ..., b_{k-1}, e_0, ..., e_{k-1}] for the k padded axes (`axes`, opset 18; all axes by
+default); axis a grows by b before and e after, a negative amount crops. `mode` is
+"constant" (fill with constant_value, default 0), "reflect" (mirror without the edge),
+"edge" (repeat the edge) or "wrap" (opset 19, periodic). Before opset 11 pads and the fill
+(`value`, float) are attributes. The output has data's dtype; ORT copies (bytes read +
+written), no FLOPs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rewrite.ops._dims import as_ints, norm_axes
+from rewrite.ops.base import Dim, OpCall, OpSpec, Shape, TensorType, fail, no_flops
+from rewrite.ops.registry import register
+
+MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+def pad_args(call: OpCall, rank: int) -> tuple[list[int] | None, list[int] | None]:
+    """(per-axis (begin, end) pads flattened as [b..., e...] over all axes, or None; axes)."""
+    if call.opset < 11 or not call.has_input(1):
+        pads, axes = as_ints(call.attr("pads")), list(range(rank))
+    else:
+        pads = as_ints(call.const(1))
+        axes = as_ints(call.const(3)) if call.has_input(3) else list(range(rank))
+    if axes is None:
+        return pads, None
+    axes = norm_axes(call, axes, rank)
+    if pads is None:
+        return None, axes
+    k = len(axes)
+    if len(pads) != 2 * k:
+        raise fail(call, f"pads has {len(pads)} values for {k} axes (needs {2 * k})")
+    full = [0] * (2 * rank)
+    for j, a in enumerate(axes):
+        full[a], full[rank + a] = pads[j], pads[k + j]
+    return full, axes
+
+
+def padded_dim(call: OpCall, d: Dim, begin: int, end: int) -> Dim:
+    if isinstance(d, int):
+        n = d + begin + end
+        if n < 0:
+            raise fail(call, f"pads {begin}, {end} crop more than the dim {d}")
+        return n
+    return d if begin + end == 0 else None
+
+
+def pad_dims(call: OpCall, shape: Shape | None) -> Shape | None:
+    if shape is None:
+        return None
+    rank = len(shape)
+    pads, axes = pad_args(call, rank)
+    if axes is None:
+        return (None,) * rank
+    if pads is None:
+        return tuple(None if i in axes else d for i, d in enumerate(shape))
+    return tuple(padded_dim(call, d, pads[i], pads[rank + i]) for i, d in enumerate(shape))
+
+
+def infer_pad(call: OpCall) -> list[TensorType]:
+    mode = call.attr("mode", "constant")
+    if mode not in MODES:
+        raise fail(call, f"mode {mode!r} is not one of {sorted(MODES)}")
+    x = call.input(0)
+    return [TensorType(x.dtype, pad_dims(call, x.shape))]
+
+
+def ref_pad(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    x = arrays[0]
+    assert x is not None
+    consts = [None, *arrays[1:]]
+    call = OpCall(call.op_type, call.inputs, consts, call.attrs, call.n_outputs, call.opset)
+    rank = x.ndim
+    pads, _ = pad_args(call, rank)
+    assert pads is not None
+    crop = tuple(slice(max(-pads[i], 0), x.shape[i] - max(-pads[rank + i], 0)) for i in range(rank))
+    x = x[crop]
+    widths = [(max(pads[i], 0), max(pads[rank + i], 0)) for i in range(rank)]
+    mode = MODES[call.attr("mode", "constant")]
+    if mode != "constant":
+        return [np.pad(x, widths, mode=mode)]  # type: ignore[call-overload]
+    fill = arrays[2] if len(arrays) > 2 and arrays[2] is not None else None
+    value = fill.reshape(-1)[0] if fill is not None and fill.size else call.attr("value", 0)
+    return [np.pad(x, widths, mode="constant", constant_values=np.asarray(value, x.dtype))]
+
+
+PAD = register(
+    OpSpec(
+        name="Pad",
+        infer=infer_pad,
+        reference=ref_pad,
+        flops=no_flops,
+        doc="Pad(data, pads, constant_value, axes, mode): grow or crop each axis.",
+    )
+)

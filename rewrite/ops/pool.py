@@ -1,1 +1,185 @@
-"""(being written)"""
+"""Pooling: MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool, and LRN.
+
+Contract: MaxPool / AveragePool(X (N, C, D...)) -> Y (N, C, O...) over windows of
+`kernel_shape` (required) with strides, dilations, pads and auto_pad as for Conv (see
+`conv.py`); ceil_mode rounds O up, dropping a last window that would start in the end
+padding. MaxPool ignores padding and its optional second output is the INT64 flat index of
+each maximum in X (row-major over N, C, D..., or column-major over D... when
+storage_order=1). AveragePool divides by the number of input elements in the window, or,
+with count_include_pad=1, by the window size clipped to the padded input. Global pools
+reduce all spatial axes to 1. LRN(X) = X / (bias + alpha/size · Σ_{local channels} X²)^beta.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from onnx import TensorProto
+
+from rewrite.ops.base import (
+    OpCall,
+    OpSpec,
+    ReferenceFn,
+    TensorType,
+    elementwise_flops,
+    fail,
+)
+from rewrite.ops.conv import Window, out_dim, resolved_pads, taps, window
+from rewrite.ops.registry import register
+
+Array = np.ndarray
+INT64 = TensorProto.INT64
+
+
+def _pool_window(call: OpCall, n: int) -> Window:
+    ks = call.attr("kernel_shape")
+    if ks is None:
+        raise fail(call, "attribute 'kernel_shape' is required")
+    if len(ks) != n:
+        raise fail(call, f"kernel_shape {list(ks)} does not fit {n} spatial axes")
+    return window(call, n, tuple(int(k) for k in ks))
+
+
+def _pool_infer(call: OpCall) -> list[TensorType]:
+    """Y: (N, C, O...) in X's dtype; MaxPool's Indices: the same shape in INT64."""
+    x = call.input(0)
+    ks = call.attr("kernel_shape")
+    if x.shape is None:
+        shape = None if ks is None else (None, None, *[None] * len(ks))
+    else:
+        if len(x.shape) < 3:
+            raise fail(call, "X must have rank >= 3")
+        w = _pool_window(call, len(x.shape) - 2)
+        ceil = bool(call.attr("ceil_mode", 0))
+        shape = (*x.shape[:2], *(out_dim(call, w, i, d, ceil) for i, d in enumerate(x.shape[2:])))
+    return [TensorType(x.dtype, shape), TensorType(INT64, shape)][: max(1, call.n_outputs)]
+
+
+def _padded(call: OpCall, x: Array, fill: float) -> tuple[Array, Window, tuple[int, ...], list]:
+    """X in float64 padded with `fill` so that every window fits; the window; O; the pads."""
+    w = _pool_window(call, x.ndim - 2)
+    ceil = bool(call.attr("ceil_mode", 0))
+    out_sp = tuple(int(out_dim(call, w, i, d, ceil)) for i, d in enumerate(x.shape[2:]))  # type: ignore[arg-type]
+    pads = resolved_pads(w, x.shape[2:], out_sp)
+    widths = [(0, 0), (0, 0)]
+    for i, (d, (pb, pe)) in enumerate(zip(x.shape[2:], pads, strict=True)):
+        needed = (out_sp[i] - 1) * w.strides[i] + (w.extent(i) or 1)
+        widths.append((pb, pe + max(0, needed - (d + pb + pe))))
+    xp = np.pad(x.astype(np.float64), widths, constant_values=fill)
+    return xp, w, out_sp, pads
+
+
+def _max_pool_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x = arrays[0]
+    assert x is not None
+    xp, w, out_sp, pads = _padded(call, x, -np.inf)
+    best = np.full((*x.shape[:2], *out_sp), -np.inf)
+    index = np.zeros(best.shape, dtype=np.int64)
+    spatial = x.shape[2:]
+    order = (
+        range(len(spatial)) if call.attr("storage_order", 0) else range(len(spatial) - 1, -1, -1)
+    )
+    strides, acc = [0] * len(spatial), 1
+    for i in order:  # flat-index stride of each spatial axis
+        strides[i], acc = acc, acc * spatial[i]
+    for kidx, sl in taps(w, out_sp):
+        v = xp[(..., *sl)]
+        better = v > best
+        best = np.where(better, v, best)
+        flat = sum(
+            (np.arange(o) * s + k * d - pb).reshape(
+                [-1 if j == i else 1 for j in range(len(out_sp))]
+            )
+            * st
+            for i, (o, s, k, d, (pb, _), st) in enumerate(
+                zip(out_sp, w.strides, kidx, w.dilations, pads, strides, strict=True)
+            )
+        )
+        index = np.where(better, flat, index)
+    nc = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[:2] + (1,) * len(out_sp))
+    index = index + nc * math.prod(spatial)
+    return [best.astype(x.dtype), index.astype(np.int64)][: max(1, call.n_outputs)]
+
+
+def _average_pool_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x = arrays[0]
+    assert x is not None
+    xp, w, out_sp, pads = _padded(call, x, 0.0)
+    inside = np.zeros(xp.shape[2:])
+    if call.attr("count_include_pad", 0):
+        inside[
+            tuple(slice(0, d + pb + pe) for d, (pb, pe) in zip(x.shape[2:], pads, strict=True))
+        ] = 1.0
+    else:
+        inside[tuple(slice(pb, pb + d) for d, (pb, _) in zip(x.shape[2:], pads, strict=True))] = 1.0
+    total = np.zeros((*x.shape[:2], *out_sp))
+    count = np.zeros(out_sp)
+    for _, sl in taps(w, out_sp):
+        total += xp[(..., *sl)]
+        count += inside[sl]
+    return [(total / count).astype(x.dtype)]
+
+
+def _pool_flops(call: OpCall, outputs: list[TensorType]) -> float:
+    """One operation per output element per kernel tap."""
+    y = outputs[0].numel
+    ks = call.attr("kernel_shape")
+    return 0.0 if y is None or ks is None else float(y * math.prod(ks))
+
+
+def _global_infer(call: OpCall) -> list[TensorType]:
+    """Y: (N, C, 1, ...) in X's dtype."""
+    x = call.input(0)
+    if x.shape is None:
+        return [TensorType(x.dtype, None)]
+    if len(x.shape) < 2:
+        raise fail(call, "X must have rank >= 2")
+    return [TensorType(x.dtype, (*x.shape[:2], *[1] * (len(x.shape) - 2)))]
+
+
+def _global_ref(fn: Callable[..., Array]) -> ReferenceFn:
+    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        x = arrays[0]
+        assert x is not None
+        axes = tuple(range(2, x.ndim))
+        return [fn(x.astype(np.float64), axis=axes, keepdims=True).astype(x.dtype)]
+
+    return reference
+
+
+def _global_flops(call: OpCall, outputs: list[TensorType]) -> float:
+    """One operation per input element."""
+    return float(call.input(0).numel or 0)
+
+
+def _lrn_infer(call: OpCall) -> list[TensorType]:
+    """Y: X's type; `size` is required."""
+    if call.attr("size") is None:
+        raise fail(call, "attribute 'size' is required")
+    return [call.input(0)]
+
+
+def _lrn_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x = arrays[0]
+    assert x is not None
+    size = int(call.attr("size"))
+    alpha, beta, bias = call.attr("alpha", 1e-4), call.attr("beta", 0.75), call.attr("bias", 1.0)
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = np.pad(x.astype(np.float64) ** 2, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
+    c = x.shape[1]
+    ssum = sum(sq[:, j : j + c] for j in range(size))
+    return [(x / (bias + alpha / size * ssum) ** beta).astype(x.dtype)]
+
+
+def _lrn_flops(call: OpCall, outputs: list[TensorType]) -> float:
+    """size multiply-adds plus ~4 (scale, pow, divide) per element."""
+    return (int(call.attr("size", 1)) + 4) * elementwise_flops(call, outputs)
+
+
+register(OpSpec("MaxPool", _pool_infer, _max_pool_ref, _pool_flops))
+register(OpSpec("AveragePool", _pool_infer, _average_pool_ref, _pool_flops))
+register(OpSpec("GlobalMaxPool", _global_infer, _global_ref(np.max), _global_flops))
+register(OpSpec("GlobalAveragePool", _global_infer, _global_ref(np.mean), _global_flops))
+register(OpSpec("LRN", _lrn_infer, _lrn_ref, _lrn_flops))

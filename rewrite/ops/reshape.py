@@ -1,1 +1,217 @@
-"""(being written)"""
+"""Reshape, Flatten, Squeeze, Unsqueeze (opset 13-21): views that change only the shape.
+
+- Reshape(data, shape): `shape` holds the output dims; 0 copies the input dim at the same
+  index (unless `allowzero=1`, opset 14, where 0 is a real zero), one -1 is inferred from the
+  element count.
+- Flatten(x, axis=1): 2-D (prod(d[:axis]), prod(d[axis:])), axis in [-r, r].
+- Squeeze(x, axes): removes the listed size-1 dims (all size-1 dims when axes is omitted);
+  axes is an input from opset 13, an attribute before.
+- Unsqueeze(x, axes): inserts size-1 dims at `axes` (indices into the output); input from
+  opset 13, attribute before.
+
+Outputs have the input's dtype and its elements in the same order. ORT runs all four as views
+of the input buffer, so they move no bytes (`bytes` is 0) and do no FLOPs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rewrite.ops._dims import (
+    as_ints,
+    dim_product,
+    dim_quotient,
+    int_arg,
+    norm_axes,
+    vec_len,
+)
+from rewrite.ops.base import (
+    Dim,
+    EggSig,
+    OpCall,
+    OpSpec,
+    Shape,
+    TensorType,
+    fail,
+    no_flops,
+)
+from rewrite.ops.registry import register
+
+
+def view_bytes(call: OpCall, outputs: list[TensorType]) -> float:
+    """A view: ORT aliases the input buffer, so nothing is read or written."""
+    return 0.0
+
+
+def reshape_dims(call: OpCall, shape: Shape | None, target: list[int]) -> Shape:
+    """Output dims of Reshape(x: `shape`, `target`); `shape` None is an unknown rank."""
+    allowzero = int(call.attr("allowzero", 0)) == 1
+    if target.count(-1) > 1:
+        raise fail(call, f"shape {target} has more than one -1")
+    if allowzero and 0 in target and -1 in target:
+        raise fail(call, f"shape {target} has both 0 and -1 with allowzero=1")
+    out: list[Dim] = []
+    for i, v in enumerate(target):
+        if v < -1:
+            raise fail(call, f"shape {target} has a negative dim {v}")
+        if v == 0 and not allowzero:
+            if shape is not None and i >= len(shape):
+                raise fail(call, f"shape {target} copies dim {i} of a rank-{len(shape)} input")
+            out.append(None if shape is None else shape[i])
+        else:
+            out.append(v)
+    if shape is None:
+        return tuple(None if d == -1 else d for d in out)
+    if -1 in out:
+        at = out.index(-1)
+        others = out[:at] + out[at + 1 :]
+        if 0 in others:
+            raise fail(call, f"shape {target} infers -1 next to a zero dim")
+        q = dim_quotient(shape, others)
+        if q is False:
+            raise fail(call, f"cannot reshape {shape} to {target}: -1 is not a whole number")
+        out[at] = q  # type: ignore[assignment]
+    n_in, n_out = dim_product(shape), dim_product(out)
+    if isinstance(n_in, int) and isinstance(n_out, int) and n_in != n_out:
+        raise fail(call, f"cannot reshape {n_in} elements to {target}")
+    return tuple(out)
+
+
+def infer_reshape(call: OpCall) -> list[TensorType]:
+    x = call.input(0)
+    target = as_ints(call.const(1))
+    if target is None:
+        n = vec_len(call.input(1))
+        return [TensorType(x.dtype, None if n is None else (None,) * n)]
+    return [TensorType(x.dtype, reshape_dims(call, x.shape, target))]
+
+
+def ref_reshape(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    x, target = arrays[0], as_ints(arrays[1])
+    assert x is not None and target is not None
+    dims = reshape_dims(call, x.shape, target)
+    return [x.reshape([-1 if d is None else d for d in dims])]
+
+
+def flatten_dims(call: OpCall, shape: Shape | None) -> Shape:
+    axis = int(call.attr("axis", 1))
+    if shape is None:
+        return (None, None)
+    rank = len(shape)
+    if not -rank <= axis <= rank:
+        raise fail(call, f"axis {axis} out of range [-{rank}, {rank}]")
+    axis = axis + rank if axis < 0 else axis
+    return (dim_product(shape[:axis]), dim_product(shape[axis:]))
+
+
+def infer_flatten(call: OpCall) -> list[TensorType]:
+    x = call.input(0)
+    return [TensorType(x.dtype, flatten_dims(call, x.shape))]
+
+
+def ref_flatten(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    x = arrays[0]
+    assert x is not None
+    return [x.reshape(flatten_dims(call, x.shape))]  # type: ignore[arg-type]
+
+
+def squeeze_dims(call: OpCall, shape: Shape | None, axes: list[int] | None) -> Shape | None:
+    """Output dims of Squeeze; axes None squeezes every static 1 (unknown if a dim is not)."""
+    if shape is None:
+        return None
+    if not axes:  # omitted or empty: every size-1 dim
+        if not all(isinstance(d, int) for d in shape):
+            return None
+        return tuple(d for d in shape if d != 1)
+    drop = norm_axes(call, axes, len(shape))
+    for a in drop:
+        if isinstance(shape[a], int) and shape[a] != 1:
+            raise fail(call, f"cannot squeeze axis {a} of size {shape[a]}")
+    return tuple(d for i, d in enumerate(shape) if i not in drop)
+
+
+def infer_squeeze(call: OpCall) -> list[TensorType]:
+    x = call.input(0)
+    given, axes = int_arg(call, 1, "axes")
+    if given and axes is None:
+        n = vec_len(call.input(1))
+        shape = None if n is None or x.rank is None else (None,) * (x.rank - n)
+        return [TensorType(x.dtype, shape)]
+    return [TensorType(x.dtype, squeeze_dims(call, x.shape, axes))]
+
+
+def ref_squeeze(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    x = arrays[0]
+    assert x is not None
+    axes = as_ints(arrays[1]) if len(arrays) > 1 and arrays[1] is not None else None
+    axes = axes if axes is not None else as_ints(call.attr("axes"))
+    return [x.reshape(squeeze_dims(call, x.shape, axes))]  # type: ignore[arg-type]
+
+
+def unsqueeze_dims(call: OpCall, shape: Shape, axes: list[int]) -> Shape:
+    rank = len(shape) + len(axes)
+    add = set(norm_axes(call, axes, rank))
+    rest = iter(shape)
+    return tuple(1 if i in add else next(rest) for i in range(rank))
+
+
+def infer_unsqueeze(call: OpCall) -> list[TensorType]:
+    x = call.input(0)
+    _, axes = int_arg(call, 1, "axes")
+    if x.shape is None:
+        return [TensorType(x.dtype, None)]
+    if axes is None:
+        n = vec_len(call.input(1))
+        return [TensorType(x.dtype, None if n is None else (None,) * (len(x.shape) + n))]
+    return [TensorType(x.dtype, unsqueeze_dims(call, x.shape, axes))]
+
+
+def ref_unsqueeze(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    x = arrays[0]
+    assert x is not None
+    axes = as_ints(arrays[1]) if len(arrays) > 1 and arrays[1] is not None else None
+    axes = axes if axes is not None else as_ints(call.attr("axes", []))
+    return [x.reshape(unsqueeze_dims(call, x.shape, axes or []))]  # type: ignore[arg-type]
+
+
+RESHAPE = register(
+    OpSpec(
+        name="Reshape",
+        infer=infer_reshape,
+        reference=ref_reshape,
+        flops=no_flops,
+        bytes=view_bytes,
+        egg=EggSig(attrs=(("allowzero", "i64", 0),), n_inputs=1, const_inputs=(1,)),
+        doc="Reshape(data, shape): 0 copies a dim (unless allowzero), -1 is inferred.",
+    )
+)
+FLATTEN = register(
+    OpSpec(
+        name="Flatten",
+        infer=infer_flatten,
+        reference=ref_flatten,
+        flops=no_flops,
+        bytes=view_bytes,
+        doc="Flatten(x, axis): (prod(d[:axis]), prod(d[axis:])).",
+    )
+)
+SQUEEZE = register(
+    OpSpec(
+        name="Squeeze",
+        infer=infer_squeeze,
+        reference=ref_squeeze,
+        flops=no_flops,
+        bytes=view_bytes,
+        doc="Squeeze(x, axes): drops size-1 dims.",
+    )
+)
+UNSQUEEZE = register(
+    OpSpec(
+        name="Unsqueeze",
+        infer=infer_unsqueeze,
+        reference=ref_unsqueeze,
+        flops=no_flops,
+        bytes=view_bytes,
+        doc="Unsqueeze(x, axes): inserts size-1 dims at output indices `axes`.",
+    )
+)

@@ -1,1 +1,195 @@
-"""(being written)"""
+"""Unary elementwise math ops, Cast/CastLike and inference-mode Dropout.
+
+Contract: each op maps X to an output of X's shape. Math ops keep X's dtype; IsNaN, IsInf
+and Not give BOOL; Cast gives the `to` dtype, CastLike the dtype of its second input.
+Dropout is modelled at inference (training_mode false or ratio 0): output = X, and the
+optional mask output is all-true BOOL of X's shape. Parametric activations (LeakyRelu, Elu,
+Gelu, Clip, ...) live in `activation.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from onnx import TensorProto
+
+from rewrite.ops.base import (
+    EggSig,
+    FlopsFn,
+    OpCall,
+    OpSpec,
+    ReferenceFn,
+    TensorType,
+    elementwise_flops,
+    fail,
+    no_flops,
+    np_dtype,
+)
+from rewrite.ops.elementwise import per_element, same_type
+from rewrite.ops.registry import register
+
+Array = np.ndarray
+BOOL = TensorProto.BOOL
+
+# Cost of a transcendental (exp, log, tanh, erf, sin) relative to an add, in FLOPs.
+TRANSCENDENTAL = 4.0
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def erf(x: Array) -> Array:
+    """erf(x), relative error < 2e-7 (float32-exact); float64 inputs use math.erf exactly.
+
+    |x| < 0.5: Taylor series (12 terms, error < 1e-15); otherwise 1 - erfc(|x|) with the
+    Chebyshev-fitted erfc of Numerical Recipes (fractional error < 1.2e-7), so erf is never
+    computed as a difference of nearly equal numbers.
+    """
+    if x.dtype == np.float64:
+        return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
+    z = np.abs(x.astype(np.float64))
+    small = np.minimum(z, 0.5)
+    z2 = small * small
+    term, series = small.copy(), small.copy()
+    for n in range(1, 13):
+        term = term * -z2 / n
+        series = series + term / (2 * n + 1)
+    taylor = _TWO_OVER_SQRT_PI * series
+    t = 1.0 / (1.0 + 0.5 * z)
+    coeffs = (
+        -1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+        0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277,
+    )  # fmt: skip
+    poly = np.full_like(t, coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        poly = c + t * poly
+    erfc = t * np.exp(-z * z + poly)
+    out = np.where(z < 0.5, taylor, 1.0 - erfc)
+    return (np.sign(x) * out).astype(x.dtype)
+
+
+def sigmoid(x: Array) -> Array:
+    """1 / (1 + exp(-x)), computed without overflow for large |x|, in X's dtype."""
+    x64 = x.astype(np.float64)
+    e = np.exp(-np.abs(x64))
+    return np.where(x64 >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
+
+
+def elementwise_ref(fn: Callable[[Array], Array]) -> ReferenceFn:
+    """A reference that applies `fn` to input 0 and keeps its dtype (warnings silenced)."""
+
+    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        x = arrays[0]
+        assert x is not None
+        with np.errstate(all="ignore"):
+            return [np.asarray(fn(x)).astype(x.dtype, copy=False)]
+
+    return reference
+
+
+def _bool_out(call: OpCall) -> list[TensorType]:
+    return [TensorType(BOOL, call.input(0).shape)]
+
+
+def _is_inf(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x = arrays[0]
+    assert x is not None
+    pos = np.isposinf(x) if call.attr("detect_positive", 1) else np.zeros(x.shape, bool)
+    neg = np.isneginf(x) if call.attr("detect_negative", 1) else np.zeros(x.shape, bool)
+    return [pos | neg]
+
+
+def _cast_infer(call: OpCall) -> list[TensorType]:
+    """Cast(X, to): X's shape in dtype `to` (a required attribute)."""
+    to = call.attr("to")
+    if to is None:
+        raise fail(call, "attribute 'to' is required")
+    return [TensorType(int(to), call.input(0).shape)]
+
+
+def _cast_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x = arrays[0]
+    assert x is not None
+    with np.errstate(all="ignore"):
+        return [x.astype(np_dtype(int(call.attr("to"))))]
+
+
+def _castlike_infer(call: OpCall) -> list[TensorType]:
+    """CastLike(X, T): X's shape in T's dtype."""
+    return [TensorType(call.input(1).dtype, call.input(0).shape)]
+
+
+def _castlike_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x, like = arrays[0], arrays[1]
+    assert x is not None and like is not None
+    with np.errstate(all="ignore"):
+        return [x.astype(like.dtype)]
+
+
+def _dropout_infer(call: OpCall) -> list[TensorType]:
+    """Dropout(X[, ratio, training_mode]) -> X's type, and a BOOL mask of X's shape."""
+    x = call.input(0)
+    return [x, TensorType(BOOL, x.shape)][: max(1, call.n_outputs)]
+
+
+def _dropout_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """Inference semantics only: training mode with a non-zero ratio is random."""
+    x = arrays[0]
+    assert x is not None
+    training = len(arrays) > 2 and arrays[2] is not None and bool(np.asarray(arrays[2]))
+    ratio = float(np.asarray(arrays[1])) if len(arrays) > 1 and arrays[1] is not None else 0.5
+    if training and ratio != 0.0:
+        raise ValueError("Dropout: training_mode=True with ratio > 0 is random; no reference")
+    outs = [x.copy(), np.ones(x.shape, dtype=np.bool_)]
+    return outs[: max(1, call.n_outputs)]
+
+
+_EGG1 = EggSig(n_inputs=1)
+_T = per_element(TRANSCENDENTAL)
+_MATH: tuple[tuple[str, Callable[[Array], Array], FlopsFn, EggSig | None], ...] = (
+    ("Neg", np.negative, elementwise_flops, _EGG1),
+    ("Abs", np.abs, elementwise_flops, None),
+    ("Relu", lambda x: np.maximum(x, x.dtype.type(0)), elementwise_flops, _EGG1),
+    ("Sigmoid", sigmoid, _T, _EGG1),
+    ("Tanh", np.tanh, _T, _EGG1),
+    ("Erf", erf, _T, _EGG1),
+    ("Exp", np.exp, _T, _EGG1),
+    ("Log", np.log, _T, None),
+    ("Sqrt", np.sqrt, per_element(2), _EGG1),
+    ("Reciprocal", np.reciprocal, elementwise_flops, _EGG1),
+    ("Floor", np.floor, elementwise_flops, None),
+    ("Ceil", np.ceil, elementwise_flops, None),
+    ("Round", np.round, elementwise_flops, None),  # half to even, as ONNX specifies
+    ("Sign", np.sign, elementwise_flops, None),
+    ("Sin", np.sin, _T, None),
+    ("Cos", np.cos, _T, None),
+    ("Tan", np.tan, _T, None),
+    ("Asin", np.arcsin, _T, None),
+    ("Acos", np.arccos, _T, None),
+    ("Atan", np.arctan, _T, None),
+    ("Sinh", np.sinh, _T, None),
+    ("Cosh", np.cosh, _T, None),
+)
+for _name, _fn, _flops, _egg in _MATH:
+    register(OpSpec(_name, same_type, elementwise_ref(_fn), _flops, egg=_egg))
+
+register(OpSpec("Identity", same_type, elementwise_ref(np.copy), no_flops, egg=_EGG1))
+register(
+    OpSpec("IsNaN", _bool_out, lambda c, a: [np.isnan(a[0])], elementwise_flops)  # type: ignore[arg-type]
+)
+register(OpSpec("IsInf", _bool_out, _is_inf, elementwise_flops))
+register(
+    OpSpec("Not", _bool_out, lambda c, a: [np.logical_not(a[0])], elementwise_flops)  # type: ignore[arg-type]
+)
+register(
+    OpSpec(
+        "Cast",
+        _cast_infer,
+        _cast_ref,
+        no_flops,
+        egg=EggSig(attrs=(("to", "i64", None),), n_inputs=1),
+    )
+)
+register(OpSpec("CastLike", _castlike_infer, _castlike_ref, no_flops))
+register(OpSpec("Dropout", _dropout_infer, _dropout_ref, no_flops, egg=_EGG1))

@@ -1,0 +1,225 @@
+"""`Choice` -> Graph': one node per chosen op e-node, in topological order.
+
+Contract: the new graph has the input graph's inputs and outputs (names, order, types);
+every class that held an original value keeps that value's name (graph outputs first,
+then graph inputs and constants, then the first original name in graph order); a graph output
+whose class is computed under another name (an input, a constant, another output) is produced
+by an `Identity`; opaque nodes are written back with their original attributes, name and doc
+string; constants chosen are written as initializers (the original proto where there was one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from rewrite.egraph.encode import Encoded
+from rewrite.errors import ExtractionError
+from rewrite.extract.snapshot import Choice, ENode, Snapshot
+from rewrite.onnx_io.graph import Graph, Node
+from rewrite.ops.registry import lookup
+
+
+@dataclass
+class _Decoder:
+    enc: Encoded
+    snap: Snapshot
+    choice: Choice
+    names: dict[int, str] = field(default_factory=dict)
+    nodes: list[Node] = field(default_factory=list)
+    inits: dict[str, onnx.TensorProto] = field(default_factory=dict)
+    taken: set[str] = field(default_factory=set)
+    done: set[int] = field(default_factory=set)
+    counter: int = 0
+
+    def fresh(self, hint: str) -> str:
+        while True:
+            self.counter += 1
+            name = f"rw/{hint}_{self.counter}"
+            if name not in self.taken and name not in self.all_original:
+                self.taken.add(name)
+                return name
+
+    def __post_init__(self) -> None:
+        g = self.enc.graph
+        self.all_original = set(g.iter_values())
+        self.producers = g.producers()
+        self.outputs = set(g.outputs)
+
+    # -- naming -------------------------------------------------------------------------
+    def name_of(self, cid: int) -> str:
+        """The value name of class `cid` (assigned once)."""
+        if cid in self.names:
+            return self.names[cid]
+        node = self.choice.picks[cid]
+        cls = self.snap.classes[cid]
+        if node.op in ("Input", "Init"):
+            name = node.args[0]
+        elif node.op == "Absent":
+            name = ""
+        else:
+            candidates = [n for n in cls.names if n not in self.taken]
+            outs = [n for n in candidates if n in self.outputs]
+            pick = outs[0] if outs else (candidates[0] if candidates else None)
+            name = pick if pick is not None else self.fresh(node.op)
+        self.taken.add(name)
+        self.names[cid] = name
+        return name
+
+    # -- emission -----------------------------------------------------------------------
+    def emit(self, root: int) -> None:
+        """Emit the nodes computing class `root`, children first (iterative post-order)."""
+        stack: list[tuple[int, bool]] = [(root, False)]
+        on_path: set[int] = set()
+        while stack:
+            cid, expanded = stack.pop()
+            if cid in self.done:
+                continue
+            if expanded:
+                on_path.discard(cid)
+                self.emit_class(cid)
+                self.done.add(cid)
+                continue
+            if cid in on_path:
+                raise ExtractionError(f"decode: the choice has a cycle through class {cid}")
+            if cid not in self.choice.picks:
+                raise ExtractionError(f"decode: class {cid} is needed but has no pick")
+            on_path.add(cid)
+            stack.append((cid, True))
+            for k in reversed(self.choice.picks[cid].children):
+                if k not in self.done:
+                    stack.append((k, False))
+
+    def emit_class(self, cid: int) -> None:
+        node = self.choice.picks[cid]
+        if node.op == "Init":
+            self.add_init(node.args[0])
+            self.name_of(cid)
+        elif node.op in ("Input", "Absent"):
+            self.name_of(cid)
+        elif node.op == "Out":
+            self.emit_out(cid, node)
+        elif self.snap.classes[cid].sort == "N":
+            pass  # emitted by the Out classes that read it
+        elif node.opaque:
+            self.emit_opaque(node, [self.name_of(cid)])
+        else:
+            self.emit_typed(cid, node)
+
+    def emit_out(self, cid: int, node: ENode) -> None:
+        ncid = node.children[0]
+        if ncid in self.multi:
+            return
+        op_node = self.choice.picks[ncid]
+        n_out = self.snap.opaque[op_node.args[0]].n_outputs
+        outs = [""] * n_out
+        wanted = self.out_classes.get(ncid, {})
+        entry = self.enc.opaque[op_node.args[0]]
+        for i in range(n_out):
+            if i in wanted:
+                outs[i] = self.name_of(wanted[i])
+            elif i < len(entry.output_names) and entry.output_names[i]:
+                orig = entry.output_names[i]
+                outs[i] = orig if orig not in self.taken else self.fresh("unused")
+                self.taken.add(outs[i])
+        self.multi.add(ncid)
+        self.emit_opaque(op_node, outs)
+
+    def emit_opaque(self, node: ENode, outputs: list[str]) -> None:
+        entry = self.enc.opaque[node.args[0]]
+        kids = [self.name_of(k) for k in node.children[: entry.n_inputs]]
+        implicit = []
+        for k, want in zip(node.children[entry.n_inputs :], entry.implicit_names, strict=True):
+            have = self.name_of(k)
+            if have != want:  # the subgraph reads `want` by name: keep it defined
+                self.nodes.append(Node("Identity", [have], [want], name=self.fresh("scope")))
+                self.taken.add(want)
+            implicit.append(want)
+        self.nodes.append(
+            Node(entry.op_type, kids, outputs, name=self.node_name(outputs, entry.name),
+                 domain=entry.domain, attributes=list(entry.attributes),
+                 doc_string=entry.doc_string, implicit_inputs=implicit)
+        )
+
+    def emit_typed(self, cid: int, node: ENode) -> None:
+        spec = lookup(node.op)
+        assert spec is not None and spec.egg is not None
+        sig = spec.egg
+        attrs = []
+        for (aname, sort, default), val in zip(sig.attrs, node.args, strict=False):
+            if val == default:
+                continue
+            attrs.append(helper.make_attribute(aname, list(val) if sort == "VecI" else val))
+        vecs = iter(node.args[len(sig.attrs):])
+        kids = iter(node.children)
+        inputs: list[str] = []
+        out = self.name_of(cid)
+        for i in range(sig.n_inputs + len(sig.const_inputs)):
+            if i in sig.const_inputs:
+                arr = np.asarray(next(vecs), dtype=np.int64)
+                inputs.append(self.const_input(arr, f"{out}/input{i}"))
+            else:
+                inputs.append(self.name_of(next(kids)))
+        self.nodes.append(Node(node.op, inputs, [out], name=self.node_name([out], None),
+                               attributes=attrs))
+
+    # -- helpers ------------------------------------------------------------------------
+    def node_name(self, outputs: list[str], original: str | None) -> str:
+        """The original node's name when it produced the same first output, else a new one."""
+        for o in outputs:
+            prod = self.producers.get(o)
+            if prod is not None and prod.name:
+                return prod.name
+        return original or self.fresh("node")
+
+    def add_init(self, name: str) -> None:
+        if name in self.inits or name in self.enc.graph.input_set:
+            return
+        proto = self.enc.const_protos.get(name)
+        self.inits[name] = proto if proto is not None else numpy_helper.from_array(
+            self.enc.consts[name], name)
+
+    def const_input(self, arr: np.ndarray, hint: str) -> str:
+        for name, existing in self.enc.consts.items():
+            if existing.dtype == arr.dtype and existing.shape == arr.shape and np.array_equal(
+                existing, arr
+            ):
+                self.add_init(name)
+                return name
+        name = hint if hint not in self.all_original and hint not in self.taken else self.fresh(
+            "const")
+        self.taken.add(name)
+        self.enc.consts[name] = arr
+        self.add_init(name)
+        return name
+
+    def run(self) -> Graph:
+        self.multi: set[int] = set()
+        self.out_classes: dict[int, dict[int, int]] = {}
+        for cid, node in self.choice.picks.items():
+            if node.op == "Out":
+                self.out_classes.setdefault(node.children[0], {})[node.args[0]] = cid
+        g = self.enc.graph
+        self.taken |= set(g.inputs)
+        for root in self.choice.roots:
+            self.emit(root)
+        for out, root in zip(g.outputs, self.choice.roots, strict=True):
+            have = self.name_of(root)
+            if have != out:
+                self.nodes.append(Node("Identity", [have], [out],
+                                       name=self.fresh("output")))
+                self.taken.add(out)
+        types = {self.names[c]: self.snap.classes[c].type for c in self.names if self.names[c]}
+        for name in g.inputs:
+            if name in g.types:
+                types[name] = g.types[name]
+        return Graph(g.header, self.nodes, list(g.inputs), list(g.outputs), self.inits,
+                     types, g.path)
+
+
+def decode(enc: Encoded, snap: Snapshot, choice: Choice) -> Graph:
+    """The graph that `choice` picks out of the e-graph `enc` was encoded from."""
+    return _Decoder(enc, snap, choice).run()

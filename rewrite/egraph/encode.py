@@ -1,0 +1,346 @@
+"""Graph -> e-graph: generated egglog text, one `let` per value, run in one call.
+
+Contract: every value of the graph becomes the e-class bound to `$v<i>`; constants
+(initializers that are not inputs, Constant nodes) become `(Init name)` leaves whose arrays stay
+in `Encoded.consts` (equal constants share one leaf, so equal computations on them share one
+class); an op with a typed constructor whose node fits its signature is typed, every other node
+(unknown, custom-domain, subgraph-bearing, non-fitting attributes) is opaque and written back
+exactly as it was. Every value's shape and dtype seed the shape analysis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from egglog import bindings
+from onnx import numpy_helper
+
+from rewrite.egraph.schema import SYM_BASE, program
+from rewrite.onnx_io.graph import Graph, Node
+from rewrite.ops.base import TensorType, onnx_dtype
+from rewrite.ops.registry import lookup
+
+NONDETERMINISTIC = frozenset(
+    {
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+    }
+)
+"""ai.onnx ops whose equal calls must not be merged (every call is a fresh draw)."""
+
+_SMALL_CONST = 4096  # constants up to this many elements are checked for all-0 / all-1
+
+
+@dataclass
+class OpaqueEntry:
+    """An opaque node's identity: everything needed to write it back unchanged."""
+
+    op_type: str
+    domain: str
+    attributes: list[onnx.AttributeProto]
+    n_inputs: int
+    n_outputs: int
+    name: str
+    doc_string: str
+    output_names: list[str]
+    implicit_names: list[str] = field(default_factory=list)
+    """Outer-scope names its subgraphs read: they must keep exactly these names."""
+
+
+@dataclass
+class Encoded:
+    """The e-graph and the Python-side tables its terms refer to."""
+
+    egraph: bindings.EGraph
+    graph: Graph
+    value_vars: dict[str, str]
+    """value name -> egglog global holding its class."""
+    node_vars: dict[str, str]
+    """multi-output node name -> egglog global of its `N` class."""
+    opaque: dict[str, OpaqueEntry]
+    consts: dict[str, np.ndarray]
+    const_protos: dict[str, onnx.TensorProto]
+    """Original initializer protos (written back verbatim when chosen)."""
+    symbols: dict[int, str | None]
+    """SYM_BASE-offset id -> dim name (None for an unknown dim)."""
+    text: str = field(repr=False, default="")
+    typed: int = 0
+    opaque_nodes: int = 0
+
+
+class _Encoder:
+    def __init__(self, graph: Graph) -> None:
+        self.g = graph
+        self.lines: list[str] = []
+        self.vars: dict[str, str] = {}
+        self.node_vars: dict[str, str] = {}
+        self.opaque: dict[str, OpaqueEntry] = {}
+        self.consts: dict[str, np.ndarray] = {}
+        self.const_protos: dict[str, onnx.TensorProto] = {}
+        self.by_content: dict[bytes, str] = {}
+        self.canon: dict[str, str] = {}
+        self.sym_ids: dict[str, int] = {}
+        self.symbols: dict[int, str | None] = {}
+        self.typed = 0
+        self.n_opaque = 0
+
+    # -- values -------------------------------------------------------------------------
+    def bind(self, value: str, term: str) -> str:
+        var = f"$v{len(self.vars)}"
+        self.vars[value] = var
+        self.lines.append(f"(let {var} {term})")
+        return var
+
+    def dim(self, d: int | str | None) -> int:
+        if isinstance(d, int) and d >= 0:
+            return d
+        if isinstance(d, str):
+            if d not in self.sym_ids:
+                self.sym_ids[d] = len(self.symbols)
+                self.symbols[len(self.symbols)] = d
+            return SYM_BASE + self.sym_ids[d]
+        self.symbols[len(self.symbols)] = None
+        return SYM_BASE + len(self.symbols) - 1
+
+    def seed_type(self, var: str, t: TensorType | None) -> None:
+        if t is None:
+            return
+        if t.shape is not None:
+            self.lines.append(f"(set (shape {var}) {vec([self.dim(d) for d in t.shape])})")
+        if t.dtype:
+            self.lines.append(f"(set (dtype {var}) {t.dtype})")
+
+    def add_const(self, name: str, arr: np.ndarray, proto: onnx.TensorProto | None) -> str:
+        """Bind constant `name`; equal constants (dtype, shape, bytes) share the first name."""
+        arr = np.asarray(arr)
+        key = hashlib.sha1(
+            f"{arr.dtype}{arr.shape}".encode() + np.ascontiguousarray(arr).tobytes()
+        ).digest()
+        canon = self.by_content.setdefault(key, name)
+        self.canon[name] = canon
+        if canon == name:
+            self.consts[name] = arr
+            if proto is not None:
+                self.const_protos[name] = proto
+        var = self.bind(name, f"(Init {q(canon)})")
+        self.seed_type(var, TensorType(onnx_dtype(arr), arr.shape))
+        if canon == name and arr.size <= _SMALL_CONST and arr.dtype != object:
+            if arr.size and np.all(arr == 1):
+                self.lines.append(f"(IsOne {var})")
+            elif arr.size and np.all(arr == 0):
+                self.lines.append(f"(IsZero {var})")
+        return var
+
+    def ref(self, value: str) -> str:
+        return "(Absent)" if not value else self.vars[value]
+
+    # -- nodes --------------------------------------------------------------------------
+    def node(self, n: Node) -> None:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and self.constant(n):
+            return
+        term = self.typed_term(n)
+        if term is not None:
+            self.typed += 1
+            var = self.bind(n.outputs[0], term)
+            self.seed_type(var, self.g.types.get(n.outputs[0]))
+            return
+        self.opaque_node(n)
+
+    def constant(self, n: Node) -> bool:
+        attrs = n.attrs
+        if "value" not in attrs and not any(k.startswith("value_") for k in attrs):
+            return False
+        if "value_string" in attrs or "value_strings" in attrs or "sparse_value" in attrs:
+            return False
+        if "value" in attrs:
+            arr = numpy_helper.to_array(attrs["value"])
+        elif "value_float" in attrs:
+            arr = np.array(attrs["value_float"], dtype=np.float32)
+        elif "value_floats" in attrs:
+            arr = np.array(attrs["value_floats"], dtype=np.float32)
+        elif "value_int" in attrs:
+            arr = np.array(attrs["value_int"], dtype=np.int64)
+        else:
+            arr = np.array(attrs["value_ints"], dtype=np.int64)
+        self.add_const(n.outputs[0], arr, None)
+        return True
+
+    def typed_term(self, n: Node) -> str | None:
+        """The typed constructor term for `n`, or None when it does not fit the signature."""
+        if n.domain not in ("", "ai.onnx") or n.has_subgraph:
+            return None
+        spec = lookup(n.op_type)
+        if spec is None or spec.egg is None:
+            return None
+        sig = spec.egg
+        inputs = list(n.inputs)
+        outputs = n.outputs
+        if n.op_type == "Dropout":
+            # Inference semantics: ratio is irrelevant; training_mode must be absent/false.
+            if len(outputs) > 1 and outputs[1] and self.used(outputs[1]):
+                return None
+            if len(inputs) > 2 and inputs[2] and not self.is_false(inputs[2]):
+                return None
+            inputs = inputs[:1]
+            outputs = outputs[:1]
+        elif len(outputs) != 1:
+            return None
+        attrs = n.attrs
+        names = {a[0] for a in sig.attrs}
+        if not set(attrs) <= names:
+            return None
+        n_total = sig.n_inputs + len(sig.const_inputs)
+        if len(inputs) != n_total or any(not i for i in inputs):
+            return None
+        args: list[str] = []
+        for name, sort, default in sig.attrs:
+            val = attrs.get(name, default)
+            if val is None:
+                return None
+            args.append(literal(val, sort))
+        for i in sig.const_inputs:
+            arr = self.const_value(inputs[i])
+            if arr is None or arr.ndim != 1 or arr.dtype.kind not in "iu":
+                return None
+            dims = [int(x) for x in arr]
+            if n.op_type == "Reshape":
+                dims = self.resolve_reshape(n, dims, int(attrs.get("allowzero", 0)))
+            args.append(vec(dims))
+        tensors = [self.ref(inputs[i]) for i in range(n_total) if i not in sig.const_inputs]
+        return f"({n.op_type} {' '.join(args + tensors)})"
+
+    def resolve_reshape(self, n: Node, dims: list[int], allowzero: int) -> list[int]:
+        """Replace 0 (copy) and -1 (infer) by the real dim where the types know it."""
+        src = self.g.types.get(n.inputs[0])
+        out = self.g.types.get(n.outputs[0])
+        resolved = list(dims)
+        for i, d in enumerate(dims):
+            if d == 0 and not allowzero and src and src.shape and i < len(src.shape):
+                s = src.shape[i]
+                if isinstance(s, int):
+                    resolved[i] = s
+            elif d == -1 and out and out.shape and i < len(out.shape):
+                o = out.shape[i]
+                if isinstance(o, int):
+                    resolved[i] = o
+        return resolved
+
+    def opaque_node(self, n: Node) -> None:
+        self.n_opaque += 1
+        deterministic = n.domain in ("", "ai.onnx") and n.op_type not in NONDETERMINISTIC
+        attr_bytes = b"".join(
+            a.SerializeToString() for a in sorted(n.attributes, key=lambda a: a.name)
+        )
+        ident = n.op_type.encode() + n.domain.encode() + attr_bytes
+        ident += str(len(n.outputs)).encode()
+        if not deterministic:
+            ident += b"\0node:" + n.name.encode() + "\0".join(n.outputs).encode()
+        key = hashlib.sha1(ident).hexdigest()[:16]
+        self.opaque.setdefault(
+            key,
+            OpaqueEntry(
+                n.op_type,
+                n.domain,
+                list(n.attributes),
+                len(n.inputs),
+                len(n.outputs),
+                n.name,
+                n.doc_string,
+                list(n.outputs),
+            ),
+        )
+        kids = [self.ref(i) for i in [*n.inputs, *n.implicit_inputs]]
+        tl = "(TNil)"
+        for k in reversed(kids):
+            tl = f"(TCons {k} {tl})"
+        head = f"{q(n.domain)} {q(n.op_type)} {q(key)} {tl}"
+        if len(n.outputs) == 1:
+            var = self.bind(n.outputs[0], f"(Op {head})")
+            self.seed_type(var, self.g.types.get(n.outputs[0]))
+            return
+        nvar = f"$n{len(self.node_vars)}"
+        self.node_vars[n.name or nvar] = nvar
+        self.lines.append(f"(let {nvar} (OpN {head}))")
+        for i, o in enumerate(n.outputs):
+            if o:
+                var = self.bind(o, f"(Out {nvar} {i})")
+                self.seed_type(var, self.g.types.get(o))
+
+    # -- helpers ------------------------------------------------------------------------
+    def const_value(self, value: str) -> np.ndarray | None:
+        return self.consts.get(self.canon.get(value, ""))
+
+    def is_false(self, value: str) -> bool:
+        arr = self.const_value(value)
+        return arr is not None and arr.size == 1 and not bool(arr.reshape(-1)[0])
+
+    def used(self, value: str) -> bool:
+        return value in self._used
+
+    def run(self) -> None:
+        self._used = {i for n in self.g.nodes for i in [*n.inputs, *n.implicit_inputs]}
+        self._used |= set(self.g.outputs)
+        for name in self.g.inputs:
+            var = self.bind(name, f"(Input {q(name)})")
+            self.seed_type(var, self.g.types.get(name))
+        for name, proto in self.g.initializers.items():
+            if name not in self.vars:
+                self.add_const(name, self.g.array(name), proto)
+        for n in self.g.nodes:
+            self.node(n)
+
+
+def encode(graph: Graph) -> Encoded:
+    """Build the e-graph of `graph` (schema + graph facts) in one egglog call."""
+    enc = _Encoder(graph)
+    enc.run()
+    text = "\n".join(enc.lines)
+    eg = bindings.EGraph()
+    eg.parse_and_run_program(program() + "\n" + text)
+    return Encoded(
+        eg,
+        graph,
+        enc.vars,
+        enc.node_vars,
+        enc.opaque,
+        enc.consts,
+        enc.const_protos,
+        enc.symbols,
+        text,
+        enc.typed,
+        enc.n_opaque,
+    )
+
+
+def q(s: str) -> str:
+    """An egglog string literal."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def vec(dims: list[int]) -> str:
+    return f"(vec-of {' '.join(str(d) for d in dims)})" if dims else "(vec-empty)"
+
+
+def literal(val: Any, sort: str) -> str:
+    """An attribute value as an egglog literal of `sort`."""
+    if sort == "i64":
+        return str(int(val))
+    if sort == "f64":
+        f = float(val)
+        if math.isnan(f) or math.isinf(f):
+            raise ValueError("non-finite float attribute")
+        return repr(f) if "." in repr(f) or "e" in repr(f) else f"{f}.0"
+    if sort == "String":
+        return q(str(val))
+    if sort == "VecI":
+        return vec([int(x) for x in val])
+    raise ValueError(f"unknown attribute sort {sort}")

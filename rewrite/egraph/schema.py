@@ -1,0 +1,179 @@
+"""The egglog schema: sorts, constructors and the shape/dtype analysis, as program text.
+
+Every tensor e-class is a `T`; multi-output op nodes are `N`s read through `(Out n i)`.
+Leaves: `(Input name)`, `(Init name)` (a constant whose array stays in Python), `(Absent)`.
+Ops that a registered `OpSpec.egg` describes get a typed constructor
+`(OpType attr... vec... T...)`; every other node is `(Op domain op_type key inputs)` or
+`(OpN ...)`, opaque, with `key` naming its attributes in a Python-side table.
+
+Shape analysis: `(shape t)` is a `VecI` of dims, `(dtype t)` the ONNX element type. Static
+dims are themselves; a symbolic or unknown dim is `SYM_BASE + id` (so equal ids mean equal
+dims, and `max(1, d) = d` makes broadcasting a per-dim `max`). Encode seeds every original
+value; the rules below give shapes to terms that rewrites create. A dim of 0 broadcast
+against 1 is priced as 1 (`max`); empty tensors never reach rewritten terms in practice.
+"""
+
+from __future__ import annotations
+
+from rewrite.ops import all_specs
+from rewrite.ops.base import OpSpec
+
+SYM_BASE = 1 << 40
+MAX_RANK = 6
+
+_SAME_SHAPE = [
+    "Identity",
+    "Neg",
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Erf",
+    "Sqrt",
+    "Exp",
+    "Reciprocal",
+    "Dropout",
+    "Softmax",
+    "Abs",
+    "Log",
+]
+_BROADCAST = ("Add", "Sub", "Mul", "Div", "Pow")
+
+PRELUDE = """
+(sort VecI (Vec i64))
+(datatype T)
+(datatype N)
+(datatype TL (TNil) (TCons T TL))
+(constructor Input (String) T)
+(constructor Init (String) T)
+(constructor Absent () T)
+(constructor Op (String String String TL) T)
+(constructor OpN (String String String TL) N)
+(constructor Out (N i64) T)
+(function shape (T) VecI :merge old)
+(function dtype (T) i64 :merge old)
+(function bcast (VecI VecI) VecI :merge old)
+(relation bcast-req (VecI VecI))
+(relation IsOne (T))
+(relation IsZero (T))
+(ruleset shapes)
+"""
+
+
+def typed_specs() -> list[OpSpec]:
+    """Registered ops with a typed constructor, in a stable order."""
+    return [s for s in all_specs() if s.egg is not None and s.domain == ""]
+
+
+def constructor(spec: OpSpec) -> str:
+    assert spec.egg is not None
+    sorts = [sort for _, sort, _ in spec.egg.attrs]
+    sorts += ["VecI"] * len(spec.egg.const_inputs)
+    sorts += ["T"] * spec.egg.n_inputs
+    return f"(constructor {spec.name} ({' '.join(sorts)}) T)"
+
+
+def _vars(spec: OpSpec) -> tuple[list[str], list[str]]:
+    """Pattern variables for a typed constructor: (attr+vec vars, tensor vars)."""
+    assert spec.egg is not None
+    n_args = len(spec.egg.attrs) + len(spec.egg.const_inputs)
+    return [f"a{i}" for i in range(n_args)], [f"x{i}" for i in range(spec.egg.n_inputs)]
+
+
+def _pattern(spec: OpSpec) -> str:
+    args, xs = _vars(spec)
+    return f"(= e ({spec.name} {' '.join(args + xs)}))"
+
+
+def shape_rules(spec: OpSpec) -> list[str]:
+    """egglog rules giving (shape e) and (dtype e) for a typed op from its arguments."""
+    pat = _pattern(spec)
+    name = spec.name
+    rules: list[str] = []
+
+    def rule(query: str, action: str, tag: str) -> None:
+        rules.append(
+            f'(rule ({pat} {query}) ({action}) :ruleset shapes :name "shape-{name}-{tag}")'
+        )
+
+    if name in _SAME_SHAPE:
+        rule("(= s (shape x0))", "(set (shape e) s)", "s")
+        rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
+    elif name == "Cast":
+        rule("(= s (shape x0))", "(set (shape e) s)", "s")
+        rule("", "(set (dtype e) a0)", "d")
+    elif name in _BROADCAST:
+        rule("(= s0 (shape x0)) (= s1 (shape x1))", "(bcast-req s0 s1)", "req")
+        rule("(= s0 (shape x0)) (= s1 (shape x1)) (= s (bcast s0 s1))", "(set (shape e) s)", "s")
+        rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
+    elif name == "Expand":
+        rule("(= s0 (shape x0))", "(bcast-req s0 a0)", "req")
+        rule("(= s0 (shape x0)) (= s (bcast s0 a0))", "(set (shape e) s)", "s")
+        rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
+    elif name == "Transpose":
+        for r in range(1, MAX_RANK + 1):
+            dims = " ".join(f"(vec-get s0 (vec-get a0 {i}))" for i in range(r))
+            rule(
+                f"(= s0 (shape x0)) (= (vec-length a0) {r})",
+                f"(set (shape e) (vec-of {dims}))",
+                f"r{r}",
+            )
+        rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
+    elif name == "Reshape":
+        # Only explicit targets (every entry > 0); encode resolves 0 and -1 where it can.
+        for r in range(0, MAX_RANK + 1):
+            pos = " ".join(f"(> (vec-get a1 {i}) 0)" for i in range(r))
+            rule(f"(= (vec-length a1) {r}) {pos}", "(set (shape e) a1)", f"r{r}")
+        rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
+    elif name == "MatMul":
+        for r in range(2, MAX_RANK + 1):
+            lead = " ".join(f"(vec-get s0 {i})" for i in range(r - 1))
+            rule(
+                f"(= s0 (shape x0)) (= s1 (shape x1)) (= (vec-length s0) {r}) "
+                "(= (vec-length s1) 2)",
+                f"(set (shape e) (vec-of {lead} (vec-get s1 1)))",
+                f"w{r}",
+            )
+        for r in range(3, MAX_RANK + 1):
+            batch = " ".join(f"(max (vec-get s0 {i}) (vec-get s1 {i}))" for i in range(r - 2))
+            rule(
+                f"(= s0 (shape x0)) (= s1 (shape x1)) (= (vec-length s0) {r}) "
+                f"(= (vec-length s1) {r})",
+                f"(set (shape e) (vec-of {batch} (vec-get s0 {r - 2}) (vec-get s1 {r - 1})))",
+                f"b{r}",
+            )
+        rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
+    return rules
+
+
+def bcast_rules() -> list[str]:
+    """`(bcast a b)` for every pair of ranks up to MAX_RANK: per-dim max, right-aligned."""
+    out = []
+    for ra in range(MAX_RANK + 1):
+        for rb in range(MAX_RANK + 1):
+            r = max(ra, rb)
+            dims = []
+            for i in range(r):
+                ia, ib = i - (r - ra), i - (r - rb)
+                if ia >= 0 and ib >= 0:
+                    dims.append(f"(max (vec-get a {ia}) (vec-get b {ib}))")
+                elif ia >= 0:
+                    dims.append(f"(vec-get a {ia})")
+                else:
+                    dims.append(f"(vec-get b {ib})")
+            vec = f"(vec-of {' '.join(dims)})" if dims else "(vec-empty)"
+            out.append(
+                f"(rule ((bcast-req a b) (= (vec-length a) {ra}) (= (vec-length b) {rb})) "
+                f'((set (bcast a b) {vec})) :ruleset shapes :name "bcast-{ra}-{rb}")'
+            )
+    return out
+
+
+def program() -> str:
+    """The whole schema: prelude, typed constructors, shape rules."""
+    specs = typed_specs()
+    parts = [PRELUDE]
+    parts += [constructor(s) for s in specs]
+    parts += bcast_rules()
+    for s in specs:
+        parts += shape_rules(s)
+    return "\n".join(parts)

@@ -1,0 +1,162 @@
+"""e-graph -> `Snapshot`: read the e-graph out with `freeze()` into plain Python values.
+
+Contract: one `EClass` per canonical e-class of sort T or N; one `ENode` per (non-subsumed)
+constructor row; `TCons` lists flattened into the op's children; every class's type from the
+shape analysis, completed in Python by the ops' `infer` where egglog had none; each class lists
+the original value names it holds; roots are the graph outputs' classes, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from egglog import bindings
+
+from rewrite.egraph.encode import Encoded
+from rewrite.egraph.schema import SYM_BASE
+from rewrite.errors import ShapeError
+from rewrite.extract.snapshot import EClass, ENode, OpaqueInfo, Snapshot
+from rewrite.ops.base import UNKNOWN, TensorType
+from rewrite.ops.registry import lookup
+
+_TENSOR_SORTS = ("T", "N")
+
+
+def class_id(v: bindings.Value) -> int:
+    """The integer id of an e-class value (egglog prints it as `Value(<id>)`)."""
+    return int(str(v)[6:-1])
+
+
+def take_snapshot(enc: Encoded) -> Snapshot:
+    """Freeze the e-graph and build the `Snapshot` (types completed, names attached)."""
+    eg = enc.egraph
+    frozen = eg.freeze()
+    decoders: dict[str, Callable[[bindings.Value], Any]] = {
+        "i64": eg.value_to_i64,
+        "f64": eg.value_to_f64,
+        "String": eg.value_to_string,
+        "VecI": lambda v: tuple(eg.value_to_i64(x) for x in eg.value_to_vec(v)),
+    }
+    classes: dict[int, EClass] = {}
+    lists: dict[int, tuple[int, int] | None] = {}
+    shapes: dict[int, tuple[int, ...]] = {}
+    dtypes: dict[int, int] = {}
+    globals_: dict[str, int] = {}
+    opaque_rows: list[tuple[int, str, str, str, int, str]] = []
+    for fname, fn in frozen.functions.items():
+        if fn.is_let_binding:
+            for row in fn.rows:
+                globals_[fname] = class_id(row.output)
+            continue
+        if fname == "TCons":
+            for row in fn.rows:
+                lists.setdefault(class_id(row.output),
+                                 (class_id(row.inputs[0]), class_id(row.inputs[1])))
+            continue
+        if fname == "TNil":
+            for row in fn.rows:
+                lists.setdefault(class_id(row.output), None)
+            continue
+        if fname == "shape":
+            for row in fn.rows:
+                shapes[class_id(row.inputs[0])] = decoders["VecI"](row.output)
+            continue
+        if fname == "dtype":
+            for row in fn.rows:
+                dtypes[class_id(row.inputs[0])] = eg.value_to_i64(row.output)
+            continue
+        if fn.output_sort not in _TENSOR_SORTS:
+            continue
+        for row in fn.rows:
+            if row.subsumed:
+                continue
+            cid = class_id(row.output)
+            cls = classes.setdefault(cid, EClass(cid, [], sort=fn.output_sort))
+            if fname in ("Op", "OpN"):
+                dom, op, key = (eg.value_to_string(v) for v in row.inputs[:3])
+                opaque_rows.append((cid, dom, op, key, class_id(row.inputs[3]), fname))
+                continue
+            args: list[Any] = []
+            kids: list[int] = []
+            for sort, v in zip(fn.input_sorts, row.inputs, strict=True):
+                if sort in _TENSOR_SORTS:
+                    kids.append(class_id(v))
+                else:
+                    args.append(decoders[sort](v))
+            cls.nodes.append(ENode(fname, tuple(kids), tuple(args)))
+    for cid, dom, op, key, tl, _ in opaque_rows:
+        kids = _flatten(lists, tl)
+        classes[cid].nodes.append(ENode(op, tuple(kids), (key,), domain=dom, opaque=True))
+
+    snap = Snapshot(classes, [], consts=enc.consts)
+    snap.opaque = {
+        k: OpaqueInfo(_attrs_of(e.attributes), e.n_inputs, e.n_outputs)
+        for k, e in enc.opaque.items()
+    }
+    for value, var in enc.value_vars.items():
+        classes[globals_[var]].names.append(value)
+    snap.roots = [globals_[enc.value_vars[o]] for o in enc.graph.outputs]
+    for cid, cls in classes.items():
+        if cid in shapes or cid in dtypes:
+            shape = shapes.get(cid)
+            cls.type = TensorType(
+                dtypes.get(cid, 0),
+                None if shape is None else tuple(_dim(d, enc.symbols) for d in shape),
+            )
+    complete_types(snap)
+    return snap
+
+
+def _flatten(lists: dict[int, tuple[int, int] | None], tl: int) -> list[int]:
+    out: list[int] = []
+    cur: int | None = tl
+    while cur is not None:
+        cell = lists.get(cur)
+        if cell is None:
+            break
+        out.append(cell[0])
+        cur = cell[1]
+    return out
+
+
+def _dim(d: int, symbols: dict[int, str | None]) -> int | str | None:
+    return d if d < SYM_BASE else symbols.get(d - SYM_BASE)
+
+
+def _attrs_of(attributes: list[Any]) -> dict[str, Any]:
+    from rewrite.onnx_io.graph import Node
+
+    return Node("", [], [], attributes=attributes).attrs
+
+
+def complete_types(snap: Snapshot) -> None:
+    """Give a type to every op class egglog left untyped, from its e-nodes' `infer`."""
+    changed = True
+    while changed:
+        changed = False
+        for cls in snap:
+            if cls.sort != "T" or (cls.type.shape is not None and cls.type.dtype):
+                continue
+            for node in cls.nodes:
+                t = _infer(snap, node)
+                if t is not None and t.shape is not None:
+                    cls.type = t
+                    changed = True
+                    break
+
+
+def _infer(snap: Snapshot, node: ENode) -> TensorType | None:
+    if node.op == "Out":
+        return None
+    call = snap.call(node)
+    if call is None or any(t is not None and t.shape is None for t in call.inputs):
+        return None
+    spec = lookup(node.op, node.domain)
+    if spec is None:
+        return None
+    try:
+        outs = spec.infer(call)
+    except (ShapeError, ValueError, TypeError, IndexError, KeyError):
+        return None
+    return outs[0] if outs else UNKNOWN

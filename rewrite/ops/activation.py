@@ -1,0 +1,158 @@
+"""Parametric activations: Softplus, Softsign, LeakyRelu, PRelu, Elu, Celu, Selu,
+ThresholdedRelu, HardSigmoid, HardSwish, Mish, Gelu (opset 20) and Clip.
+
+Contract: each maps X to an output of X's dtype and shape. Attributes take their ONNX
+defaults when absent. Clip takes its bounds from attributes `min`/`max` before opset 11 and
+from optional inputs 1 and 2 from opset 11 (either form is accepted at any opset); a missing
+bound is unbounded. PRelu's slope broadcasts unidirectionally to X.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from rewrite.errors import ShapeError
+from rewrite.ops.base import OpCall, OpSpec, ReferenceFn, TensorType, broadcast, fail
+from rewrite.ops.elementwise import per_element, same_type
+from rewrite.ops.registry import register
+from rewrite.ops.unary import TRANSCENDENTAL, erf
+
+Array = np.ndarray
+
+SELU_ALPHA = 1.67326319217681884765625
+SELU_GAMMA = 1.05070102214813232421875
+
+
+def _f64(fn: Callable[[OpCall, Array], Array]) -> ReferenceFn:
+    """Evaluate `fn(call, x)` in float64 and return it in X's dtype."""
+
+    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        x = arrays[0]
+        assert x is not None
+        with np.errstate(all="ignore"):
+            return [np.asarray(fn(call, x.astype(np.float64))).astype(x.dtype)]
+
+    return reference
+
+
+def _softplus(call: OpCall, x: Array) -> Array:
+    """log(1 + exp(x))."""
+    return np.logaddexp(0.0, x)
+
+
+def _softsign(call: OpCall, x: Array) -> Array:
+    """x / (1 + |x|)."""
+    return x / (1.0 + np.abs(x))
+
+
+def _leaky_relu(call: OpCall, x: Array) -> Array:
+    """x if x >= 0 else alpha·x (alpha = 0.01)."""
+    return np.where(x >= 0, x, call.attr("alpha", 0.01) * x)
+
+
+def _elu(call: OpCall, x: Array) -> Array:
+    """x if x >= 0 else alpha·(exp(x) - 1) (alpha = 1)."""
+    return np.where(x >= 0, x, call.attr("alpha", 1.0) * np.expm1(x))
+
+
+def _celu(call: OpCall, x: Array) -> Array:
+    """max(0, x) + min(0, alpha·(exp(x / alpha) - 1)) (alpha = 1)."""
+    alpha = call.attr("alpha", 1.0)
+    return np.maximum(0.0, x) + np.minimum(0.0, alpha * np.expm1(x / alpha))
+
+
+def _selu(call: OpCall, x: Array) -> Array:
+    """gamma·x if x > 0 else gamma·alpha·(exp(x) - 1)."""
+    alpha, gamma = call.attr("alpha", SELU_ALPHA), call.attr("gamma", SELU_GAMMA)
+    return gamma * np.where(x > 0, x, alpha * np.expm1(x))
+
+
+def _thresholded_relu(call: OpCall, x: Array) -> Array:
+    """x if x > alpha else 0 (alpha = 1)."""
+    return np.where(x > call.attr("alpha", 1.0), x, 0.0)
+
+
+def _hard_sigmoid(call: OpCall, x: Array) -> Array:
+    """max(0, min(1, alpha·x + beta)) (alpha = 0.2, beta = 0.5)."""
+    return np.clip(call.attr("alpha", 0.2) * x + call.attr("beta", 0.5), 0.0, 1.0)
+
+
+def _hard_swish(call: OpCall, x: Array) -> Array:
+    """x · max(0, min(1, x/6 + 1/2))."""
+    return x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)
+
+
+def _mish(call: OpCall, x: Array) -> Array:
+    """x · tanh(softplus(x))."""
+    return x * np.tanh(np.logaddexp(0.0, x))
+
+
+def _gelu(call: OpCall, x: Array) -> Array:
+    """approximate='none': x·Φ(x) = x/2·(1 + erf(x/√2));
+    'tanh': x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    if call.attr("approximate", "none") == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def _prelu_infer(call: OpCall) -> list[TensorType]:
+    """PRelu(X, slope): X's type; slope must broadcast to X."""
+    x, slope = call.input(0), call.input(1)
+    if x.shape is not None and slope.shape is not None:
+        try:
+            out = broadcast(x.shape, slope.shape)
+        except ShapeError:
+            raise fail(call, "slope does not broadcast to X") from None
+        if len(out) != len(x.shape):
+            raise fail(call, "slope has a higher rank than X")
+    return [x]
+
+
+def _prelu_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x, slope = arrays[0], arrays[1]
+    assert x is not None and slope is not None
+    return [np.where(x >= 0, x, slope * x).astype(x.dtype)]
+
+
+def clip_bounds(call: OpCall, arrays: list[Array | None]) -> tuple[float | None, float | None]:
+    """(min, max) of a Clip node: inputs 1/2 (opset >= 11) or attributes (before)."""
+    lo, hi = call.attr("min"), call.attr("max")
+    if len(arrays) > 1 and arrays[1] is not None:
+        lo = np.asarray(arrays[1]).item()
+    if len(arrays) > 2 and arrays[2] is not None:
+        hi = np.asarray(arrays[2]).item()
+    return lo, hi
+
+
+def _clip_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """min(max(X, lo), hi): when lo > hi every element becomes hi, as ONNX specifies."""
+    x = arrays[0]
+    assert x is not None
+    lo, hi = clip_bounds(call, arrays)
+    out = x
+    if lo is not None:
+        out = np.maximum(out, x.dtype.type(lo))
+    if hi is not None:
+        out = np.minimum(out, x.dtype.type(hi))
+    return [np.asarray(out, dtype=x.dtype)]
+
+
+for _name, _fn, _k in (
+    ("Softplus", _softplus, TRANSCENDENTAL),
+    ("Softsign", _softsign, 3.0),
+    ("LeakyRelu", _leaky_relu, 2.0),
+    ("Elu", _elu, TRANSCENDENTAL),
+    ("Celu", _celu, TRANSCENDENTAL),
+    ("Selu", _selu, TRANSCENDENTAL),
+    ("ThresholdedRelu", _thresholded_relu, 1.0),
+    ("HardSigmoid", _hard_sigmoid, 3.0),
+    ("HardSwish", _hard_swish, 4.0),
+    ("Mish", _mish, 3 * TRANSCENDENTAL),
+    ("Gelu", _gelu, TRANSCENDENTAL + 4),
+):
+    register(OpSpec(_name, same_type, _f64(_fn), per_element(_k), doc=_fn.__doc__ or ""))
+register(OpSpec("PRelu", _prelu_infer, _prelu_ref, per_element(2)))
+register(OpSpec("Clip", same_type, _clip_ref, per_element(2)))

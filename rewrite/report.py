@@ -1,0 +1,114 @@
+"""`Report`: the facts every stage adds, as JSON and as a readable summary.
+
+A report says what was rewritten (matches per rule, node counts by op before/after), why it is
+cheaper (estimated cost before/after under the target's cost model), how it was verified
+(the differential check, per output), what stopped saturation, and how long each stage took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+STATUS_OPTIMIZED = "optimized"
+STATUS_FALLBACK = "fallback"
+"""The optimized graph failed verification (or a stage failed): the input graph was written."""
+
+
+@dataclass
+class Report:
+    input: str
+    output: str
+    status: str = "not run"
+    stages: dict[str, float] = field(default_factory=dict)
+    """stage -> wall seconds."""
+    peak_rss_mb: float = 0.0
+    saturation: dict[str, Any] = field(default_factory=dict)
+    egraph: dict[str, int] = field(default_factory=dict)
+    extraction: dict[str, Any] = field(default_factory=dict)
+    cost_before_us: float = 0.0
+    cost_after_us: float = 0.0
+    nodes_before: dict[str, int] = field(default_factory=dict)
+    nodes_after: dict[str, int] = field(default_factory=dict)
+    folded: dict[str, int] = field(default_factory=dict)
+    verification: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_before(self) -> int:
+        return sum(self.nodes_before.values())
+
+    @property
+    def n_after(self) -> int:
+        return sum(self.nodes_after.values())
+
+    @property
+    def rules_applied(self) -> dict[str, int]:
+        matches = self.saturation.get("rule_matches", {})
+        return {k: v for k, v in matches.items() if v}
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["stages"] = {k: round(v, 4) for k, v in self.stages.items()}
+        out["total_seconds"] = round(sum(self.stages.values()), 4)
+        out["rules_applied"] = self.rules_applied
+        out["node_count_before"] = self.n_before
+        out["node_count_after"] = self.n_after
+        return out
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Write the JSON report atomically."""
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.to_json(), f, indent=2, default=str)
+                f.write("\n")
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def summary(self) -> str:
+        """A few readable lines: status, nodes, cost, rules, verification, time."""
+        lines = [f"{self.status}: {self.input} -> {self.output}"]
+        lines.append(f"  nodes      {self.n_before} -> {self.n_after}")
+        changed = sorted(set(self.nodes_before) | set(self.nodes_after))
+        diffs = [
+            f"{op} {self.nodes_before.get(op, 0)}->{self.nodes_after.get(op, 0)}"
+            for op in changed
+            if self.nodes_before.get(op, 0) != self.nodes_after.get(op, 0)
+        ]
+        if diffs:
+            lines.append(f"  by op      {', '.join(diffs)}")
+        if self.cost_before_us:
+            ratio = self.cost_after_us / self.cost_before_us
+            lines.append(
+                f"  est. cost  {self.cost_before_us:,.0f} us -> {self.cost_after_us:,.0f} us "
+                f"({ratio:.3f}x)"
+            )
+        rules = self.rules_applied
+        if rules:
+            lines.append("  rules      " + ", ".join(f"{k} x{v}" for k, v in sorted(rules.items())))
+        if self.folded:
+            lines.append(f"  folded     {sum(self.folded.values())} constant nodes")
+        sat = self.saturation
+        if sat:
+            lines.append(
+                f"  saturation {sat.get('iterations', 0)} iterations, stopped: "
+                f"{sat.get('stop_reason')}, e-graph {sat.get('egraph_sizes', [0])[-1]} nodes"
+            )
+        v = self.verification
+        if v:
+            lines.append(f"  verified   {v.get('summary', v.get('ok'))}")
+        for w in self.warnings:
+            lines.append(f"  warning    {w}")
+        total = sum(self.stages.values())
+        stages = " ".join(f"{k} {v:.2f}" for k, v in self.stages.items())
+        lines.append(f"  time       {total:.2f} s ({stages})")
+        return "\n".join(lines)

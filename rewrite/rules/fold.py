@@ -1,0 +1,145 @@
+"""fold_constants: a node whose inputs are all constant is replaced by its value.
+
+Identity: `op(c1, ..., cn) = value` where `value` is what ONNX Runtime computes for the node
+(ORT, with graph optimizations off, evaluates all foldable nodes in one session, so a folded
+value is bit for bit what the unfolded graph computes). `Shape(x)` and `Size(x)` fold when
+x's shape is static even if x is not constant. Not folded: non-deterministic ops, ops with
+subgraphs, ops of other domains, nodes producing graph outputs, and values larger than
+`max_elements` (folding must not blow up the file, e.g. ConstantOfShape weights).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+from rewrite.egraph.encode import NONDETERMINISTIC
+from rewrite.onnx_io.graph import Graph, Node
+from rewrite.ops.base import TensorType, onnx_dtype
+from rewrite.ops.registry import lookup
+
+MAX_ELEMENTS = 1 << 20
+
+
+@dataclass
+class FoldStats:
+    folded: dict[str, int] = field(default_factory=dict)
+    """op type -> nodes folded."""
+    skipped: str = ""
+
+    @property
+    def total(self) -> int:
+        return sum(self.folded.values())
+
+
+def fold_constants(graph: Graph, *, max_elements: int = MAX_ELEMENTS) -> tuple[Graph, FoldStats]:
+    """A graph with every foldable node replaced by an initializer holding its value."""
+    stats = FoldStats()
+    const = {n for n in graph.initializers if graph.is_constant(n)}
+    outputs = set(graph.outputs)
+    shape_values: dict[str, np.ndarray] = {}
+    foldable: list[Node] = []
+    for n in graph.nodes:
+        if n.op_type in ("Shape", "Size") and n.domain in ("", "ai.onnx"):
+            value = _shape_value(n, graph)
+            if value is not None and not set(n.outputs) & outputs:
+                shape_values[n.outputs[0]] = value
+                const.add(n.outputs[0])
+                stats.folded[n.op_type] = stats.folded.get(n.op_type, 0) + 1
+            continue
+        if not _can_fold(n, graph, const, outputs, max_elements):
+            continue
+        foldable.append(n)
+        const.update(o for o in n.outputs if o)
+    if not foldable and not shape_values:
+        return graph, stats
+    values: dict[str, np.ndarray] = dict(shape_values)
+    if foldable:
+        try:
+            values.update(_evaluate(graph, foldable, shape_values))
+        except Exception as e:  # ORT refusing to fold is not an error: the nodes stay
+            stats.skipped = f"constant folding skipped: ORT: {e}".splitlines()[0]
+            foldable = []
+            values = dict(shape_values)
+    removed: set[int] = set()
+    for n in foldable:
+        if all(o in values and values[o].size <= max_elements for o in n.outputs if o):
+            removed.add(id(n))
+            stats.folded[n.op_type] = stats.folded.get(n.op_type, 0) + 1
+    removed |= {id(n) for n in graph.nodes if n.outputs and n.outputs[0] in shape_values}
+    kept = [n for n in graph.nodes if id(n) not in removed]
+    inits = dict(graph.initializers)
+    types = dict(graph.types)
+    produced = {o for n in kept for o in n.outputs}
+    for name, arr in values.items():
+        if name in produced:
+            continue
+        inits[name] = numpy_helper.from_array(np.asarray(arr), name)
+        types[name] = TensorType(onnx_dtype(np.asarray(arr)), tuple(np.asarray(arr).shape))
+    out = Graph(graph.header, kept, list(graph.inputs), list(graph.outputs), inits, types,
+                graph.path)
+    out._arrays.update(graph._arrays)
+    return out, stats
+
+
+def _shape_value(n: Node, graph: Graph) -> np.ndarray | None:
+    t = graph.types.get(n.inputs[0])
+    if t is None or not t.is_static or t.shape is None:
+        return None
+    dims = [int(d) for d in t.shape]  # type: ignore[arg-type]
+    if n.op_type == "Size":
+        return np.array(int(np.prod(dims)), dtype=np.int64)
+    attrs = n.attrs
+    start, end = attrs.get("start", 0), attrs.get("end", len(dims))
+    return np.array(dims[slice(start, end)], dtype=np.int64)
+
+
+def _can_fold(n: Node, graph: Graph, const: set[str], outputs: set[str], limit: int) -> bool:
+    if n.domain not in ("", "ai.onnx") or n.has_subgraph or n.op_type in NONDETERMINISTIC:
+        return False
+    if lookup(n.op_type) is None or set(n.outputs) & outputs:
+        return False
+    if n.op_type == "Constant":
+        return False  # already a constant: encode turns it into a leaf
+    if not all(i in const for i in n.inputs if i):
+        return False
+    for o in n.outputs:
+        if not o:
+            continue
+        t = graph.types.get(o)
+        if t is None or t.numel is None or t.numel > limit:
+            return False
+    return True
+
+
+def _evaluate(
+    graph: Graph, nodes: list[Node], shape_values: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Run `nodes` in one ORT session (optimizations off) and return every output's value."""
+    produced = {o for n in nodes for o in n.outputs if o}
+    needed = {i for n in nodes for i in n.inputs if i and i not in produced}
+    inits = [graph.initializers[i] for i in needed if i in graph.initializers]
+    inits += [numpy_helper.from_array(shape_values[i], i) for i in needed if i in shape_values]
+    outs = [o for n in nodes for o in n.outputs if o]
+    protos = [
+        helper.make_node(n.op_type, n.inputs, n.outputs, name=n.name, domain=n.domain)
+        for n in nodes
+    ]
+    for p, n in zip(protos, nodes, strict=True):
+        p.attribute.extend(n.attributes)
+    g = helper.make_graph(protos, "fold", [], [helper.make_empty_tensor_value_info(o)
+                                             for o in outs], inits)
+    model = helper.make_model(g, opset_imports=list(graph.header.opset_import))
+    model.ir_version = graph.header.ir_version or onnx.IR_VERSION
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = 1
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    results = sess.run(outs, {})
+    return {o: np.asarray(r) for o, r in zip(outs, results, strict=True)}

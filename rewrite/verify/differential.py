@@ -1,0 +1,412 @@
+"""Differential check: run reference and candidate in ONNX Runtime on the same inputs, compare.
+
+Tolerance policy. Both models run in ONNX Runtime with the same session options (graph
+optimizations ORT_ENABLE_ALL, `threads` intra-op threads, sequential execution, the same
+providers) on the same feeds: `trials` seeded random feed sets (`make_inputs` with seeds
+`seed`, `seed + 1`, ...) plus every feed set the caller gives. Outputs are matched by name.
+The candidate passes only if, on every feed set, every output passes:
+
+1. Interface: the candidate has the reference's inputs and exactly the reference's outputs, by
+   name (a missing or extra output fails), and each output has the reference's dtype and shape.
+2. Integer, bool and string outputs (and any dtype not listed below) must be exactly equal.
+3. Floating outputs: NaN must appear in the candidate exactly where it appears in the
+   reference, and +Inf / -Inf exactly where the reference has the same infinity. Every element
+   finite in both must satisfy |cand - ref| <= atol + rtol * |ref|, with
+   scale = max(1, max |ref| over the finite elements of that output on that feed set) and
+
+   | dtype             | rtol | atol           |
+   |-------------------|------|----------------|
+   | float32           | 1e-4 | 1e-5 * scale   |
+   | float16, bfloat16 | 1e-2 | 1e-3 * scale   |
+   | float64           | 1e-9 | 1e-12 * scale  |
+
+4. Calibration (`calibrate=True`, off by default): ORT's own graph optimizations change float
+   results (fusions reorder sums), so a rewrite can legitimately move an output by as much as
+   ORT itself does. `ort_noise` measures, per output, max |ENABLE_ALL - DISABLE_ALL| of the
+   reference on the same feeds; that output's atol becomes max(policy atol, 4 * noise) and its
+   record says `calibrated=True` and gives the noise. rtol is never widened.
+
+Reported per output (the worst over feed sets): `max_abs` = max |cand - ref| over elements
+finite in both; `max_rel` = max |cand - ref| / |ref| over those with ref != 0; `error_ratio` =
+max |cand - ref| / (atol + rtol * |ref|) (<= 1 passes; floats only); `mismatches` = elements
+outside tolerance, summed over feed sets; `bit_identical` = same dtype, shape and bytes on every
+feed set (so -0.0 vs 0.0 or a different NaN payload is not bit-identical, though it passes).
+
+A candidate that ONNX Runtime cannot load or run fails with the first line of ORT's error; a
+reference that ORT cannot load or run raises `VerificationError` naming the model, since
+nothing can be checked against it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from rewrite.errors import ModelError, VerificationError
+from rewrite.verify.inputs import ModelLike, input_specs, sample
+
+# dtype name -> (rtol, atol before scaling); see the module docstring.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float32": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (1e-2, 1e-3),
+    "float64": (1e-9, 1e-12),
+}
+CALIBRATION_FACTOR = 4.0
+Feeds = dict[str, np.ndarray]
+
+
+@dataclass
+class OutputDiff:
+    """How one output of the candidate compares with the reference (worst over feed sets)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    ok: bool
+    bit_identical: bool
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    atol: float = 0.0
+    rtol: float = 0.0
+    error_ratio: float | None = None
+    mismatches: int = 0
+    calibrated: bool = False
+    noise: float | None = None
+    reason: str = ""
+
+
+@dataclass
+class DiffResult:
+    """The verdict of `differential`: `ok`, per-output records, and why it failed."""
+
+    ok: bool
+    outputs: list[OutputDiff]
+    trials: int
+    seconds: float
+    reference: str
+    candidate: str
+    reason: str = ""
+    problems: list[str] = field(default_factory=list)
+    calibrated: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line: the verdict, the worst difference or the first problem, and the time."""
+        n = len(self.outputs)
+        tail = f"{self.trials} feed set{'s' * (self.trials != 1)}, {self.seconds:.2f} s"
+        if not self.ok:
+            bad = sum(not o.ok for o in self.outputs)
+            return f"FAILED: {self.reason} ({bad} of {n} outputs differ; {tail})"
+        same = sum(o.bit_identical for o in self.outputs)
+        worst = max(self.outputs, key=lambda o: o.max_abs, default=None)
+        where = f", worst max_abs {worst.max_abs:.3g} on {worst.name!r}" if worst else ""
+        return f"ok: {n} output{'s' * (n != 1)} agree ({same} bit-identical{where}; {tail})"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (non-finite floats become strings)."""
+        return _finite(asdict(self))
+
+
+def differential(
+    reference: ModelLike,
+    candidate: ModelLike,
+    *,
+    feeds: Sequence[Feeds] | None = None,
+    seed: int = 0,
+    trials: int = 2,
+    threads: int = 1,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+    calibrate: bool = False,
+    dims: dict[str, int] | None = None,
+) -> DiffResult:
+    """Compare `candidate` with `reference` in ORT under the module's tolerance policy.
+
+    Never raises for a candidate problem (the result is not ok and says why); raises
+    `VerificationError` when the reference cannot be read, loaded or run. Models given as
+    paths are loaded by ORT from the file (external data works); a ModelProto is serialized in
+    memory, so it must be under 2 GB. Sessions are created one at a time and freed before the
+    next, so at most one model is held in ORT at once.
+    """
+    t0 = time.perf_counter()
+    ref_label, cand_label = _label(reference), _label(candidate)
+    timings: dict[str, float] = {}
+    feed_sets, names = _feed_sets(reference, ref_label, feeds, seed, trials, dims)
+    timings["inputs"] = time.perf_counter() - t0
+
+    ref_out = _run_reference(reference, ref_label, feed_sets, "ENABLE_ALL", threads, providers)
+    timings["reference"] = time.perf_counter() - t0 - sum(timings.values())
+    noise: dict[str, float] = {}
+    if calibrate:
+        plain = _run_reference(reference, ref_label, feed_sets, "DISABLE_ALL", threads, providers)
+        noise = _max_abs_diff(ref_out, plain)
+        del plain
+        timings["calibrate"] = time.perf_counter() - t0 - sum(timings.values())
+
+    def result(ok: bool, outputs: list[OutputDiff], reason: str, problems: list[str]) -> DiffResult:
+        timings["candidate"] = time.perf_counter() - t0 - sum(timings.values())
+        return DiffResult(
+            ok, outputs, len(feed_sets), time.perf_counter() - t0, ref_label, cand_label,
+            reason, problems, calibrate, timings,
+        )  # fmt: skip
+
+    try:
+        sess = _session(candidate, "ENABLE_ALL", threads, providers)
+    except Exception as e:  # ORT raises many types; every one is a failed candidate
+        return result(False, [], f"candidate failed to load in ONNX Runtime: {_first(e)}", [])
+    missing = [n for n in feed_sets[0] if n not in {i.name for i in sess.get_inputs()}]
+    extra = [i.name for i in sess.get_inputs() if i.name not in feed_sets[0]]
+    if missing or extra:
+        why = f"candidate inputs differ from the reference: missing {missing}, extra {extra}"
+        return result(False, [], why, [why])
+    try:
+        cand_out = _run(sess, feed_sets)
+    except Exception as e:
+        return result(False, [], f"candidate failed to run in ONNX Runtime: {_first(e)}", [])
+    del sess
+
+    outputs, problems = [], []
+    for name in ref_out[0]:
+        if name not in cand_out[0]:
+            problems.append(f"output {name!r} is missing from the candidate")
+            outputs.append(OutputDiff(name, "", (), False, False, reason=problems[-1]))
+            continue
+        per_set = [
+            compare(name, r[name], c[name], noise=noise.get(name))
+            for r, c in zip(ref_out, cand_out, strict=True)
+        ]
+        merged = _merge(per_set, names)
+        outputs.append(merged)
+        if not merged.ok:
+            problems.append(merged.reason)
+    problems += [f"candidate has extra output {n!r}" for n in cand_out[0] if n not in ref_out[0]]
+    return result(not problems, outputs, problems[0] if problems else "", problems)
+
+
+def ort_noise(
+    model: ModelLike,
+    feeds: Feeds | Sequence[Feeds],
+    *,
+    threads: int = 1,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+) -> dict[str, float]:
+    """Per output, max |ORT_ENABLE_ALL - ORT_DISABLE_ALL| of `model` over `feeds` (floats)."""
+    feed_sets = [feeds] if isinstance(feeds, dict) else list(feeds)
+    label = _label(model)
+    full = _run_reference(model, label, feed_sets, "ENABLE_ALL", threads, providers)
+    plain = _run_reference(model, label, feed_sets, "DISABLE_ALL", threads, providers)
+    return _max_abs_diff(full, plain)
+
+
+def compare(name: str, ref: Any, cand: Any, *, noise: float | None = None) -> OutputDiff:
+    """Compare one output on one feed set under the policy; `noise` widens atol (see above)."""
+    if not isinstance(ref, np.ndarray) or not isinstance(cand, np.ndarray):
+        same = _same(ref, cand)
+        kind = type(ref).__name__
+        why = "" if same else f"output {name!r} ({kind}) differs"
+        return OutputDiff(name, kind, (), same, same, 0.0 if same else 1.0, reason=why)
+    dtype, shape = str(ref.dtype), tuple(ref.shape)
+    if cand.dtype != ref.dtype or cand.shape != ref.shape:
+        why = (
+            f"output {name!r} is {cand.dtype}{list(cand.shape)} in the candidate, "
+            f"{ref.dtype}{list(ref.shape)} in the reference"
+        )
+        return OutputDiff(name, dtype, shape, False, False, reason=why)
+    bit = ref.tobytes() == cand.tobytes() if ref.dtype != object else bool(np.all(ref == cand))
+    if dtype not in TOLERANCES:
+        return _compare_exact(name, ref, cand, bit)
+    return _compare_float(name, ref, cand, bit, noise)
+
+
+def _compare_exact(name: str, ref: np.ndarray, cand: np.ndarray, bit: bool) -> OutputDiff:
+    dtype, shape = str(ref.dtype), tuple(ref.shape)
+    if ref.dtype == object or ref.dtype.kind in "SU":
+        bad = int(np.sum(ref != cand))
+        max_abs = max_rel = float(bad > 0)
+    else:
+        if ref.dtype.kind == "f":  # a float type outside the table: exact, NaN equal to NaN
+            bad = int(np.sum(~((ref == cand) | (np.isnan(ref) & np.isnan(cand)))))
+        else:
+            bad = int(np.sum(ref != cand))
+        r, c = ref.astype(np.float64), cand.astype(np.float64)
+        d = np.abs(r - c)
+        max_abs = float(np.nanmax(d)) if d.size and bad else 0.0
+        nz = (r != 0) & np.isfinite(d)
+        max_rel = float(np.max(d[nz] / np.abs(r[nz]))) if bad and nz.any() else 0.0
+    why = "" if bad == 0 else (
+        f"output {name!r} ({dtype}, exact): {bad} of {ref.size} elements differ, "
+        f"max_abs {max_abs:.6g}"
+    )  # fmt: skip
+    return OutputDiff(
+        name, dtype, shape, bad == 0, bit, max_abs, max_rel, mismatches=bad, reason=why
+    )
+
+
+def _compare_float(
+    name: str, ref: np.ndarray, cand: np.ndarray, bit: bool, noise: float | None
+) -> OutputDiff:
+    dtype, shape = str(ref.dtype), tuple(ref.shape)
+    rtol, base = TOLERANCES[dtype]
+    r, c = ref.astype(np.float64), cand.astype(np.float64)
+    r_nan, c_nan = np.isnan(r), np.isnan(c)
+    finite = np.isfinite(r) & np.isfinite(c)
+    nan_bad = r_nan != c_nan
+    inf_bad = (np.isinf(r) | np.isinf(c)) & (r != c) & ~(r_nan | c_nan)
+    ref_finite = np.abs(r[np.isfinite(r)])
+    scale = max(1.0, float(ref_finite.max()) if ref_finite.size else 1.0)
+    atol = base * scale
+    calibrated = noise is not None and CALIBRATION_FACTOR * noise > atol
+    if calibrated:
+        atol = CALIBRATION_FACTOR * float(noise)  # type: ignore[arg-type]
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf where both are inf
+        diff = np.where(finite, np.abs(r - c), 0.0)
+    allowed = atol + rtol * np.abs(np.where(finite, r, 0.0))
+    ratio = diff / allowed
+    n_nonfinite = int(np.sum(nan_bad | inf_bad))
+    n_out = int(np.sum(ratio > 1.0))
+    bad = n_out + n_nonfinite
+    max_abs = float(diff.max()) if diff.size else 0.0
+    nz = finite & (r != 0)
+    max_rel = float(np.max(diff[nz] / np.abs(r[nz]))) if nz.any() else 0.0
+    err = float(ratio.max()) if ratio.size else 0.0
+    why = ""
+    if n_nonfinite:
+        why = f"output {name!r}: NaN/Inf positions differ at {n_nonfinite} of {ref.size} elements"
+    elif n_out:
+        why = (
+            f"output {name!r}: max_abs {max_abs:.3g} exceeds atol {atol:.3g} + rtol {rtol:g}·|ref| "
+            f"at {n_out} of {ref.size} elements (error ratio {err:.3g})"
+        )
+    return OutputDiff(
+        name, dtype, shape, bad == 0, bit, max_abs, max_rel, atol, rtol, err, bad,
+        calibrated, noise, why,
+    )  # fmt: skip
+
+
+def _merge(per_set: list[OutputDiff], names: list[str]) -> OutputDiff:
+    """Worst of one output's records over feed sets; the reason names the failing feed set."""
+    first_bad = next((i for i, d in enumerate(per_set) if not d.ok), None)
+    worst = max(per_set, key=lambda d: d.error_ratio or 0.0)
+    if first_bad is not None:
+        worst = per_set[first_bad]
+    out = OutputDiff(**asdict(worst))
+    out.shape = tuple(out.shape)
+    out.ok = first_bad is None
+    out.bit_identical = all(d.bit_identical for d in per_set)
+    out.max_abs = max(d.max_abs for d in per_set)
+    out.max_rel = max(d.max_rel for d in per_set)
+    ratios = [d.error_ratio for d in per_set if d.error_ratio is not None]
+    out.error_ratio = max(ratios) if ratios else None
+    out.mismatches = sum(d.mismatches for d in per_set)
+    out.calibrated = any(d.calibrated for d in per_set)
+    if first_bad is not None:
+        out.reason = f"{per_set[first_bad].reason} on {names[first_bad]}"
+    return out
+
+
+def _feed_sets(
+    reference: ModelLike,
+    label: str,
+    feeds: Sequence[Feeds] | None,
+    seed: int,
+    trials: int,
+    dims: dict[str, int] | None,
+) -> tuple[list[Feeds], list[str]]:
+    sets: list[Feeds] = []
+    if trials > 0:
+        try:
+            specs = input_specs(reference, dims=dims)
+        except ModelError as e:
+            raise VerificationError(f"reference model {label}: {e}") from e
+        sets = [sample(specs, seed + i) for i in range(trials)]
+    names = [f"seed {seed + i}" for i in range(trials)]
+    sets += list(feeds or [])
+    names += [f"user feed set {i}" for i in range(len(feeds or []))]
+    if not sets:
+        raise VerificationError(f"{label}: nothing to compare on (trials=0 and no feeds given)")
+    return sets, names
+
+
+def _session(
+    model: ModelLike, level: str, threads: int, providers: Sequence[str]
+) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, f"ORT_{level}")
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.log_severity_level = 3  # errors only; warnings would flood the user's terminal
+    src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else os.fspath(model)
+    return ort.InferenceSession(src, so, providers=list(providers))
+
+
+def _run(sess: ort.InferenceSession, feed_sets: list[Feeds]) -> list[dict[str, Any]]:
+    names = [o.name for o in sess.get_outputs()]
+    return [dict(zip(names, sess.run(names, f), strict=True)) for f in feed_sets]
+
+
+def _run_reference(
+    model: ModelLike, label: str, feed_sets: list[Feeds], level: str, threads: int,
+    providers: Sequence[str],
+) -> list[dict[str, Any]]:  # fmt: skip
+    try:
+        return _run(_session(model, level, threads, providers), feed_sets)
+    except Exception as e:  # whatever ORT raises, the reference is unusable
+        raise VerificationError(
+            f"reference model {label} failed in ONNX Runtime (ORT_{level}): {_first(e)}; "
+            "nothing was compared. Check that the input model runs in ONNX Runtime."
+        ) from e
+
+
+def _max_abs_diff(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for x, y in zip(a, b, strict=True):
+        for name, u in x.items():
+            v = y.get(name)
+            if not isinstance(u, np.ndarray) or not isinstance(v, np.ndarray) or u.shape != v.shape:
+                continue
+            if u.dtype == object or u.dtype.kind in "SU":
+                continue
+            d = np.abs(u.astype(np.float64) - v.astype(np.float64))
+            d = d[np.isfinite(d)]
+            out[name] = max(out.get(name, 0.0), float(d.max()) if d.size else 0.0)
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def _label(model: ModelLike) -> str:
+    if isinstance(model, onnx.ModelProto):
+        return f"<ModelProto graph {model.graph.name!r}>"
+    return os.fspath(model)
+
+
+def _first(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    line = lines[0] if lines else type(e).__name__
+    return line if len(line) <= 400 else line[:397] + "..."
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not np.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
