@@ -13,11 +13,16 @@ Dropout) cost the overhead only, so removing an Identity is always a win. An op 
 (opaque or unknown) costs `bytes / bandwidth · coeff + overhead` with bytes = its inputs' and
 outputs' sizes from the class types.
 
-Unknown sizes never crash and never count as free: before a spec's functions see a type, a
-symbolic dim (`str`) counts as `SYMBOLIC_DIM` (128), an unknown dim (`None`) as `UNKNOWN_DIM`
-(64), a tensor of unknown rank as `UNKNOWN_NUMEL` (4096) elements in one dim, and an unknown
-dtype as 4 bytes. When a spec's function raises on such assumed shapes (or at all), the e-node
-falls back to the no-spec estimate and `CostModel.fallbacks` names it.
+Unknown sizes never crash. Before a spec's functions see a type, every symbolic dim (`str`)
+and unknown dim (`None`) counts as `ASSUMED_DIM` (1) unless `dims` names its size (e.g.
+`{"batch": 1, "sequence": 128}`), a tensor of unknown rank counts as shape `(ASSUMED_DIM,)`,
+and an unknown dtype as 4 bytes. Why 1 and not a "typical" 128: the same data reaches
+equivalent e-nodes under different shapes (`(b, s, 768)` and its flattened `(b·s, 768)`, whose
+first dim shape inference leaves unnamed); only 1 gives both the same size, so no rewrite wins
+on a counting artifact. Where nothing is known the estimate degrades toward counting kernels
+(the overhead), never toward a bias for one shape form. When a spec's function raises on the
+assumed shapes (or at all), the e-node falls back to the no-spec estimate and
+`CostModel.fallbacks` names it.
 
 Costs live in a `NodeCosts` dict keyed by (class id, e-node); extractors never pick an e-node
 that is missing from it or whose cost is `inf`. Costs are finite and >= 0 otherwise.
@@ -37,12 +42,11 @@ from rewrite.ops.registry import lookup
 NodeCosts = dict[tuple[int, ENode], float]
 """(class id, e-node) -> estimated cost in µs."""
 
-SYMBOLIC_DIM = 128
-"""Assumed size of a symbolic dim (a batch or sequence length): a mid-sized inference shape."""
-UNKNOWN_DIM = 64
-"""Assumed size of a dim with no value and no name."""
-UNKNOWN_NUMEL = 4096
-"""Assumed element count of a tensor of unknown rank."""
+ASSUMED_DIM = 1
+"""Size of a symbolic or unknown dim that `dims` does not name (module doc: why 1)."""
+
+Dims = Mapping[str, int]
+"""Sizes of named symbolic dims, e.g. {"batch": 1, "sequence": 128}."""
 
 GEMM_OPS = frozenset(
     {
@@ -115,24 +119,27 @@ CUDA = Target(
 TARGETS = {t.name: t for t in (CPU, CUDA)}
 
 
-def assume_type(t: TensorType | None) -> TensorType | None:
+def assume_type(t: TensorType | None, dims: Dims | None = None) -> TensorType | None:
     """`t` with every symbolic/unknown dim replaced by its assumed size (see module doc)."""
-    if t is None:
-        return None
-    if t.shape is None:
-        return TensorType(t.dtype, (UNKNOWN_NUMEL,))
-    if t.is_static:
+    if t is None or t.is_static:
         return t
-    dims = tuple(
-        d if isinstance(d, int) else SYMBOLIC_DIM if isinstance(d, str) else UNKNOWN_DIM
+    if t.shape is None:
+        return TensorType(t.dtype, (ASSUMED_DIM,))
+    named = dims or {}
+    sizes = tuple(
+        d
+        if isinstance(d, int)
+        else named.get(d, ASSUMED_DIM)
+        if isinstance(d, str)
+        else ASSUMED_DIM
         for d in t.shape
     )
-    return TensorType(t.dtype, dims)
+    return TensorType(t.dtype, sizes)
 
 
-def type_bytes(t: TensorType | None) -> float:
+def type_bytes(t: TensorType | None, dims: Dims | None = None) -> float:
     """Bytes of a tensor under the assumed sizes (0 for an omitted input)."""
-    a = assume_type(t)
+    a = assume_type(t, dims)
     if a is None:
         return 0.0
     return float((a.numel or 0) * itemsize(a.dtype))
@@ -145,9 +152,10 @@ class CostModel:
     see their outputs' types. `fallbacks` lists the e-nodes priced without their spec.
     """
 
-    def __init__(self, snapshot: Snapshot, target: Target = CPU) -> None:
+    def __init__(self, snapshot: Snapshot, target: Target = CPU, dims: Dims | None = None) -> None:
         self.snapshot = snapshot
         self.target = target
+        self.dims: Dims = dict(dims or {})
         self.fallbacks: list[str] = []
         outs: dict[int, dict[int, TensorType]] = {}
         for cid, node in snapshot.enodes():
@@ -187,7 +195,7 @@ class CostModel:
             # An op module's flops/bytes may reject the assumed shapes, or have a bug; a cost
             # estimate must not abort extraction, so fall back and record it.
             try:
-                return _spec_work(spec, call, outputs)
+                return _spec_work(spec, call, outputs, self.dims)
             except Exception as err:  # any failure -> no-spec estimate
                 self.fallbacks.append(f"{node.op} in class {cid}: {type(err).__name__}: {err}")
         if call is not None:
@@ -197,7 +205,7 @@ class CostModel:
             inputs = [
                 k.type for k in kids if k is not None and k.sort != "N" and not _is_absent(k.nodes)
             ]
-        return 0.0, sum(type_bytes(x) for x in [*inputs, *outputs])
+        return 0.0, sum(type_bytes(x, self.dims) for x in [*inputs, *outputs])
 
     def _call(self, node: ENode) -> OpCall | None:
         try:
@@ -206,9 +214,11 @@ class CostModel:
             return None
 
 
-def _spec_work(spec: OpSpec, call: OpCall, outputs: list[TensorType]) -> tuple[float, float]:
+def _spec_work(
+    spec: OpSpec, call: OpCall, outputs: list[TensorType], dims: Dims
+) -> tuple[float, float]:
     """(FLOPs, bytes) from the spec on assumed shapes; outputs of unknown type are inferred."""
-    assumed = replace(call, inputs=[assume_type(t) for t in call.inputs])
+    assumed = replace(call, inputs=[assume_type(t, dims) for t in call.inputs])
     if not outputs or any(o.shape is None or o.dtype == 0 for o in outputs):
         try:
             inferred = spec.infer(assumed)
@@ -219,7 +229,7 @@ def _spec_work(spec: OpSpec, call: OpCall, outputs: list[TensorType]) -> tuple[f
                 i if o.shape is None or o.dtype == 0 else o
                 for o, i in zip([*outputs, *inferred[len(outputs) :]], inferred, strict=True)
             ]
-    outs = [a for a in (assume_type(o) for o in outputs) if a is not None]
+    outs = [a for a in (assume_type(o, dims) for o in outputs) if a is not None]
     flops, nbytes = float(spec.flops(assumed, outs)), float(spec.bytes(assumed, outs))
     if not (0.0 <= flops < math.inf and 0.0 <= nbytes < math.inf):
         raise ValueError(f"flops={flops}, bytes={nbytes} is not a finite work estimate")
@@ -230,14 +240,16 @@ def _is_absent(nodes: list[ENode]) -> bool:
     return any(n.op == "Absent" for n in nodes)
 
 
-def enode_cost(snapshot: Snapshot, cid: int, enode: ENode, target: Target = CPU) -> float:
+def enode_cost(
+    snapshot: Snapshot, cid: int, enode: ENode, target: Target = CPU, dims: Dims | None = None
+) -> float:
     """Estimated µs of one e-node. Indexes the snapshot each call: use `node_costs` for many."""
-    return CostModel(snapshot, target).cost(cid, enode)
+    return CostModel(snapshot, target, dims).cost(cid, enode)
 
 
-def node_costs(snapshot: Snapshot, target: Target = CPU) -> NodeCosts:
+def node_costs(snapshot: Snapshot, target: Target = CPU, dims: Dims | None = None) -> NodeCosts:
     """The cost (µs) of every e-node of `snapshot` on `target`, keyed by (class id, e-node)."""
-    model = CostModel(snapshot, target)
+    model = CostModel(snapshot, target, dims)
     return {(cid, node): model.cost(cid, node) for cid, node in snapshot.enodes()}
 
 

@@ -98,10 +98,13 @@ class Snapshot:
         spec = lookup(node.op, node.domain)
         if node.opaque:
             info = self.opaque[node.args[0]]
-            kids = node.children[: info.n_inputs]
-            types = [self._input_type(k) for k in kids]
+            explicit = node.children[: info.n_inputs]
             return OpCall(
-                node.op, types, [self._const(k) for k in kids], info.attrs, info.n_outputs
+                node.op,
+                [self._input_type(k) for k in explicit],
+                [self._const(k) for k in explicit],
+                info.attrs,
+                info.n_outputs,
             )
         if spec is None or spec.egg is None:
             return None

@@ -78,6 +78,8 @@ class Graph:
     types: dict[str, TensorType]
     path: Path | None = None
     _arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    notes: list[str] = field(default_factory=list)
+    """What loading changed or could not do (opset converted, shape inference failed)."""
 
     @property
     def opsets(self) -> dict[str, int]:

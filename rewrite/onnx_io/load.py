@@ -21,6 +21,7 @@ from rewrite.onnx_io.shapes import (
     copy_fields,
     first_line,
     infer_types,
+    initializer_type,
     light_copy,
     restore_stubs,
 )
@@ -211,7 +212,7 @@ def _upgrade(
             )
             del model.graph.input[:]
             model.graph.input.extend(kept)
-        changed = True
+            changed = True
     if changed:
         need = onnx.helper.find_min_ir_version_for(list(model.opset_import), True)
         model.ir_version = max(model.ir_version, 4, need)
@@ -247,6 +248,8 @@ def _to_graph(
     inputs = [vi.name for vi in header.graph.input]
     outputs = [vi.name for vi in header.graph.output]
     nodes = check_and_sort(nodes, inputs, initializers, outputs, where)
+    for t in initializers.values():
+        types[t.name] = initializer_type(t)
     for name in [*inputs, *(o for n in nodes for o in n.outputs if o)]:
         types.setdefault(name, UNKNOWN)
     return Graph(

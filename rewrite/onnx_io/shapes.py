@@ -95,7 +95,7 @@ def restore_stubs(light: onnx.ModelProto, model: onnx.ModelProto) -> None:
 def infer_types(
     model: onnx.ModelProto, where: str, notes: list[str], *, limit: int = PROTO_LIMIT
 ) -> dict[str, TensorType]:
-    """dtype and shape of every main-graph value ONNX shape inference (or the file) knows.
+    """dtype and shape of main-graph values as ONNX shape inference (or the file) knows them.
 
     Values missing from the result are unknown to both. If inference fails, warns, adds a
     note, and returns the types the file itself declares (inputs, outputs, value_info,
@@ -117,8 +117,6 @@ def infer_types(
         old = types.get(vi.name)
         if old is None or (old.shape is None and t.shape is not None) or old.dtype == 0:
             types[vi.name] = t
-    for t in model.graph.initializer:
-        types[t.name] = initializer_type(t)
     return types
 
 

@@ -6,6 +6,7 @@ through the e-graph unchanged and written back as it was).
 
 # Importing an op module registers its specs.
 from rewrite.ops import (  # noqa: F401  (import order: the registry must exist first)
+    activation,
     concat,
     constant,
     conv,

@@ -12,7 +12,7 @@ from math import prod
 
 import numpy as np
 
-from rewrite.ops.base import Dim, OpCall, TensorType, fail
+from rewrite.ops.base import Dim, OpCall, Shape, TensorType, fail
 
 
 def norm_axis(call: OpCall, axis: int, rank: int) -> int:
@@ -78,10 +78,10 @@ def dim_product(dims: Iterable[Dim]) -> Dim:
     return None
 
 
-def dim_quotient(num: Iterable[Dim], den: Iterable[Dim]) -> Dim | bool:
+def dim_quotient(num: Iterable[Dim], den: Iterable[Dim]) -> Dim:
     """prod(num) / prod(den) with symbolic names cancelled; None if unknowable.
 
-    Returns False when the static parts prove the division is inexact (an invalid shape).
+    Raises ValueError when the static parts prove the division is inexact (an invalid shape).
     """
     num, den = list(num), list(den)
     if any(d is None for d in [*num, *den]):
@@ -94,15 +94,25 @@ def dim_quotient(num: Iterable[Dim], den: Iterable[Dim]) -> Dim | bool:
         return None
     left = [k for k, v in names.items() for _ in range(v)]
     if m == 0:
-        return False
+        raise ValueError("division by a zero dim")
     if n % m:
-        return False if not left else None
+        if not left:
+            raise ValueError(f"{n} elements are not a multiple of {m}")
+        return None
     q = n // m
     if not left:
         return q
     if q == 0:
         return 0
     return left[0] if len(left) == 1 and q == 1 else None
+
+
+def static(shape: Shape | None) -> tuple[int, ...]:
+    """A shape known to be static (it came from a concrete array) as ints."""
+    assert shape is not None
+    ints = tuple(d for d in shape if isinstance(d, int))
+    assert len(ints) == len(shape), f"shape {shape} is not static"
+    return ints
 
 
 def same_dim(a: Dim, b: Dim) -> Dim:

@@ -12,6 +12,8 @@ Both copy the data (bytes read + written) and do no FLOPs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from rewrite.ops._dims import int_arg, norm_axis, same_dim
@@ -34,7 +36,7 @@ def infer_concat(call: OpCall) -> list[TensorType]:
         dims = [s[i] for s in shapes]
         if i == axis:
             known = len(shapes) == len(types) and all(isinstance(d, int) for d in dims)
-            out.append(sum(dims) if known else None)  # type: ignore[arg-type]
+            out.append(sum(d for d in dims if isinstance(d, int)) if known else None)
             continue
         ints = {d for d in dims if isinstance(d, int)}
         if len(ints) > 1:
@@ -51,7 +53,7 @@ def ref_concat(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray
     return [np.concatenate(xs, axis=int(call.attr("axis", 0)))]
 
 
-def split_sizes(call: OpCall, dim: Dim) -> list[Dim]:
+def split_sizes(call: OpCall, dim: Dim) -> Sequence[Dim]:
     """Sizes of the pieces of a dim of size `dim` (None where unknown)."""
     n = call.n_outputs
     given, split = int_arg(call, 1, "split")

@@ -13,7 +13,9 @@ O = stride·(D - 1) + output_padding + (k - 1)·dilation + 1 - pad_begin - pad_e
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -107,6 +109,11 @@ def taps(w: Window, out_sp: tuple[int, ...]) -> list[tuple[tuple[int, ...], tupl
     return out
 
 
+def trailing(idx: Sequence[Any]) -> tuple[Any, ...]:
+    """An index that applies `idx` to an array's last len(idx) axes."""
+    return (Ellipsis, *idx)
+
+
 def _spatial_rank(call: OpCall) -> int | None:
     for t in (call.input(0), call.input(1)):
         if t.rank is not None:
@@ -123,6 +130,10 @@ def _kernel(call: OpCall, n: int) -> tuple[int | None, ...]:
     if w is None:
         return (None,) * n
     return tuple(k if isinstance(k, int) else None for k in w[2:])
+
+
+def _same_or_unknown(a: Dim, b: Dim) -> bool:
+    return not (isinstance(a, int) and isinstance(b, int) and a != b)
 
 
 def _check_channels(call: OpCall, c: Dim, c_per_group: Dim, m: Dim, group: int) -> None:
@@ -145,6 +156,9 @@ def _conv_infer(call: OpCall) -> list[TensorType]:
     ws = wt.shape or (None,) * (n + 2)
     group = int(call.attr("group", 1))
     _check_channels(call, xs[1], ws[1], ws[0], group)
+    bias = call.input(2).shape if call.has_input(2) else None
+    if bias is not None and (len(bias) != 1 or not _same_or_unknown(bias[0], ws[0])):
+        raise fail(call, f"bias shape {bias} is not ({ws[0]},)")
     w = window(call, n, _kernel(call, n))
     spatial = tuple(out_dim(call, w, i, d) for i, d in enumerate(xs[2:]))
     return [TensorType(dtype, (xs[0], ws[0], *spatial))]
@@ -164,7 +178,7 @@ def _conv_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     wg = wt.astype(np.float64).reshape(g, M // g, C // g, *wt.shape[2:])
     y = np.zeros((N, g, M // g, *out_sp))
     for kidx, sl in taps(w, out_sp):
-        y += np.einsum("ngc...,gmc->ngm...", xg[(..., *sl)], wg[(..., *kidx)])
+        y += np.einsum("ngc...,gmc->ngm...", xg[trailing(sl)], wg[trailing(kidx)])
     y = y.reshape(N, M, *out_sp)
     if b is not None:
         y += b.reshape(M, *([1] * n))
@@ -236,10 +250,10 @@ def _conv_transpose_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]
         total = max(0, full[i] - out_sp[i])
         if call.attr("output_shape") is None and w.auto_pad in ("NOTSET", "VALID"):
             begins.append(w.pads[i][0])
-        elif w.auto_pad == "SAME_UPPER":
-            begins.append(total - total // 2)
-        else:
+        elif w.auto_pad == "SAME_UPPER":  # the odd pad goes at the end (ORT)
             begins.append(total // 2)
+        else:  # SAME_LOWER and explicit output_shape: the odd pad goes first (ORT)
+            begins.append(total - total // 2)
     N, C, Mg = x.shape[0], x.shape[1], wt.shape[1]
     xg = x.astype(np.float64).reshape(N, g, C // g, *x.shape[2:])
     wg = wt.astype(np.float64).reshape(g, C // g, Mg, *wt.shape[2:])
@@ -248,9 +262,9 @@ def _conv_transpose_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]
     )
     in_window = Window(w.kernel, w.strides, w.dilations, w.pads, "NOTSET")
     for kidx, sl in taps(in_window, x.shape[2:]):
-        buf[(..., *sl)] += np.einsum("ngc...,gcm->ngm...", xg, wg[(..., *kidx)])
+        buf[trailing(sl)] += np.einsum("ngc...,gcm->ngm...", xg, wg[trailing(kidx)])
     crop = tuple(slice(bgn, bgn + o) for bgn, o in zip(begins, out_sp, strict=True))
-    y = buf[(..., *crop)].reshape(N, g * Mg, *out_sp)
+    y = buf[trailing(crop)].reshape(N, g * Mg, *out_sp)
     if b is not None:
         y = y + b.reshape(g * Mg, *([1] * n))
     return [y.astype(x.dtype)]

@@ -167,21 +167,27 @@ def _where_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
 
 
 _EGG2 = EggSig(n_inputs=2)
-for _name, _fn, _egg in (
+_ARITH: tuple[tuple[str, ArrayFn, EggSig], ...] = (
     ("Add", np.add, _EGG2),
     ("Sub", np.subtract, _EGG2),
     ("Mul", np.multiply, _EGG2),
     ("Div", _div, _EGG2),
-):
+)
+for _name, _fn, _egg in _ARITH:
     register(OpSpec(_name, _arith_infer, _binary(_fn), elementwise_flops, egg=_egg))
 
 register(OpSpec("Pow", _pow_infer, _binary(_pow), per_element(4)))
 register(OpSpec("Mod", _arith_infer, _mod_ref, per_element(2)))
 register(OpSpec("BitShift", _arith_infer, _bitshift_ref, elementwise_flops))
-for _name, _fn in (("Min", np.minimum), ("Max", np.maximum), ("Sum", np.add)):
-    register(OpSpec(_name, _arith_infer, _variadic(_fn), _variadic_flops))
+_VARIADIC: tuple[tuple[str, ArrayFn], ...] = (
+    ("Min", np.minimum),
+    ("Max", np.maximum),
+    ("Sum", np.add),
+)
+for _name, _vfn in _VARIADIC:
+    register(OpSpec(_name, _arith_infer, _variadic(_vfn), _variadic_flops))
 register(OpSpec("Mean", _arith_infer, _variadic(np.add, mean=True), _variadic_flops))
-for _name, _fn in (
+_COMPARE: tuple[tuple[str, ArrayFn], ...] = (
     ("Equal", np.equal),
     ("Less", np.less),
     ("LessOrEqual", np.less_equal),
@@ -190,6 +196,7 @@ for _name, _fn in (
     ("And", np.logical_and),
     ("Or", np.logical_or),
     ("Xor", np.logical_xor),
-):
-    register(OpSpec(_name, _bool_infer, _compare(_fn), elementwise_flops))
+)
+for _name, _cfn in _COMPARE:
+    register(OpSpec(_name, _bool_infer, _compare(_cfn), elementwise_flops))
 register(OpSpec("Where", _where_infer, _where_ref, elementwise_flops))

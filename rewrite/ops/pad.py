@@ -22,6 +22,7 @@ MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "
 
 def pad_args(call: OpCall, rank: int) -> tuple[list[int] | None, list[int] | None]:
     """(per-axis (begin, end) pads flattened as [b..., e...] over all axes, or None; axes)."""
+    axes: list[int] | None
     if call.opset < 11 or not call.has_input(1):
         pads, axes = as_ints(call.attr("pads")), list(range(rank))
     else:

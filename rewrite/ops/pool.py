@@ -22,11 +22,12 @@ from rewrite.ops.base import (
     OpCall,
     OpSpec,
     ReferenceFn,
+    Shape,
     TensorType,
     elementwise_flops,
     fail,
 )
-from rewrite.ops.conv import Window, out_dim, resolved_pads, taps, window
+from rewrite.ops.conv import Window, out_dim, resolved_pads, taps, trailing, window
 from rewrite.ops.registry import register
 
 Array = np.ndarray
@@ -46,6 +47,7 @@ def _pool_infer(call: OpCall) -> list[TensorType]:
     """Y: (N, C, O...) in X's dtype; MaxPool's Indices: the same shape in INT64."""
     x = call.input(0)
     ks = call.attr("kernel_shape")
+    shape: Shape | None
     if x.shape is None:
         shape = None if ks is None else (None, None, *[None] * len(ks))
     else:
@@ -85,7 +87,7 @@ def _max_pool_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     for i in order:  # flat-index stride of each spatial axis
         strides[i], acc = acc, acc * spatial[i]
     for kidx, sl in taps(w, out_sp):
-        v = xp[(..., *sl)]
+        v = xp[trailing(sl)]
         better = v > best
         best = np.where(better, v, best)
         flat = sum(
@@ -117,7 +119,7 @@ def _average_pool_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     total = np.zeros((*x.shape[:2], *out_sp))
     count = np.zeros(out_sp)
     for _, sl in taps(w, out_sp):
-        total += xp[(..., *sl)]
+        total += xp[trailing(sl)]
         count += inside[sl]
     return [(total / count).astype(x.dtype)]
 

@@ -23,6 +23,7 @@ from rewrite.ops._dims import (
     dim_quotient,
     int_arg,
     norm_axes,
+    static,
     vec_len,
 )
 from rewrite.ops.base import (
@@ -67,10 +68,10 @@ def reshape_dims(call: OpCall, shape: Shape | None, target: list[int]) -> Shape:
         others = out[:at] + out[at + 1 :]
         if 0 in others:
             raise fail(call, f"shape {target} infers -1 next to a zero dim")
-        q = dim_quotient(shape, others)
-        if q is False:
-            raise fail(call, f"cannot reshape {shape} to {target}: -1 is not a whole number")
-        out[at] = q  # type: ignore[assignment]
+        try:
+            out[at] = dim_quotient(shape, others)
+        except ValueError as err:
+            raise fail(call, f"cannot reshape {shape} to {target}: {err}") from err
     n_in, n_out = dim_product(shape), dim_product(out)
     if isinstance(n_in, int) and isinstance(n_out, int) and n_in != n_out:
         raise fail(call, f"cannot reshape {n_in} elements to {target}")
@@ -89,8 +90,7 @@ def infer_reshape(call: OpCall) -> list[TensorType]:
 def ref_reshape(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
     x, target = arrays[0], as_ints(arrays[1])
     assert x is not None and target is not None
-    dims = reshape_dims(call, x.shape, target)
-    return [x.reshape([-1 if d is None else d for d in dims])]
+    return [x.reshape(static(reshape_dims(call, x.shape, target)))]
 
 
 def flatten_dims(call: OpCall, shape: Shape | None) -> Shape:
@@ -112,7 +112,7 @@ def infer_flatten(call: OpCall) -> list[TensorType]:
 def ref_flatten(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
     x = arrays[0]
     assert x is not None
-    return [x.reshape(flatten_dims(call, x.shape))]  # type: ignore[arg-type]
+    return [x.reshape(static(flatten_dims(call, x.shape)))]
 
 
 def squeeze_dims(call: OpCall, shape: Shape | None, axes: list[int] | None) -> Shape | None:
@@ -145,7 +145,7 @@ def ref_squeeze(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarra
     assert x is not None
     axes = as_ints(arrays[1]) if len(arrays) > 1 and arrays[1] is not None else None
     axes = axes if axes is not None else as_ints(call.attr("axes"))
-    return [x.reshape(squeeze_dims(call, x.shape, axes))]  # type: ignore[arg-type]
+    return [x.reshape(static(squeeze_dims(call, x.shape, axes)))]
 
 
 def unsqueeze_dims(call: OpCall, shape: Shape, axes: list[int]) -> Shape:
@@ -171,7 +171,7 @@ def ref_unsqueeze(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndar
     assert x is not None
     axes = as_ints(arrays[1]) if len(arrays) > 1 and arrays[1] is not None else None
     axes = axes if axes is not None else as_ints(call.attr("axes", []))
-    return [x.reshape(unsqueeze_dims(call, x.shape, axes or []))]  # type: ignore[arg-type]
+    return [x.reshape(static(unsqueeze_dims(call, x.shape, axes or [])))]
 
 
 RESHAPE = register(

@@ -119,10 +119,10 @@ def range_len(call: OpCall, start: np.ndarray, limit: np.ndarray, delta: np.ndar
 
 def infer_range(call: OpCall) -> list[TensorType]:
     dtype = call.input(0).dtype
-    args = [call.const(i) for i in range(3)]
-    if any(a is None for a in args):
+    start, limit, delta = (call.const(i) for i in range(3))
+    if start is None or limit is None or delta is None:
         return [TensorType(dtype, (None,))]
-    return [TensorType(dtype, (range_len(call, *args),))]  # type: ignore[arg-type]
+    return [TensorType(dtype, (range_len(call, start, limit, delta),))]
 
 
 def ref_range(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -136,6 +136,8 @@ def ref_range(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]
 
 def expand_dims(call: OpCall, shape: Shape | None) -> Shape | None:
     target = shape_input(call, 1)
+    if target is not None and any(isinstance(d, int) and d < 0 for d in target):
+        raise fail(call, f"negative dim in shape {list(target)}")
     if shape is None or target is None:
         return None
     if all(d is not None for d in target):

@@ -6,7 +6,9 @@ to [0, d] for step > 0 and [0, d-1] for step < 0, ends to [0, d] and [-1, d-1]);
 error, axes default to 0..len(starts)-1 and may not repeat. Other axes are kept whole. The
 output has data's dtype; ORT copies the window (bytes read + written), no FLOPs.
 
-On a symbolic dim only whole-axis slices (0 to >= 2**31-1 with step 1) keep the name.
+An end of INT32_MAX or INT64_MAX means "to the end" in the step's direction (as in ORT). On a
+symbolic dim only whole-axis slices (0 to >= 2**31-1 with step 1, or -1 to INT_MIN/INT_MAX with
+step -1) keep the name.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from rewrite.ops.base import Dim, OpCall, OpSpec, Shape, TensorType, fail, no_fl
 from rewrite.ops.registry import register
 
 BIG = 2**31 - 1  # ends at or past this mean "to the end" in exporters' output
+TO_END = (2**31 - 1, 2**63 - 1)  # ORT reads these ends as "to the end in the step's direction"
 
 
 def slice_args(call: OpCall) -> tuple[list[int] | None, ...] | None:
@@ -52,16 +55,28 @@ def slice_args(call: OpCall) -> tuple[list[int] | None, ...] | None:
     return starts, ends, axes, steps
 
 
-def slice_len(d: int, start: int, end: int, step: int) -> int:
-    return len(range(*slice(start, end, step).indices(d)))
+def slice_range(d: int, start: int, end: int, step: int) -> range:
+    """The indices ORT takes from a dim of size d (Python clamps negative steps differently)."""
+    if d == 0:
+        return range(0)
+    last = d - 1 if step < 0 else d
+    start = min(max(start + d if start < 0 else start, 0), last)
+    if end in TO_END:
+        end = -1 if step < 0 else d
+    else:
+        end = min(max(end + d if end < 0 else end, -1 if step < 0 else 0), last)
+    return range(start, end, step)
 
 
 def sliced_dim(d: Dim, start: int | None, end: int | None, step: int | None) -> Dim:
     if start is None or end is None or step is None:
         return None
     if isinstance(d, int):
-        return slice_len(d, start, end, step)
-    if d is not None and step == 1 and start == 0 and end >= BIG:
+        return len(slice_range(d, start, end, step))
+    whole = (step == 1 and start == 0 and end >= BIG) or (
+        step == -1 and start == -1 and (end <= -BIG or end in TO_END)
+    )
+    if d is not None and whole:
         return d
     return None
 
@@ -73,8 +88,9 @@ def slice_dims(call: OpCall, shape: Shape | None) -> Shape | None:
     if args is None or args[2] is None:
         return (None,) * len(shape)
     starts, ends, axes, steps = args
+    assert axes is not None
     out = list(shape)
-    for j, a in enumerate(norm_axes(call, axes, len(shape))):  # type: ignore[arg-type]
+    for j, a in enumerate(norm_axes(call, axes, len(shape))):
         out[a] = sliced_dim(
             shape[a],
             None if starts is None else starts[j],
@@ -100,7 +116,7 @@ def ref_slice(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]
     assert starts is not None and ends is not None and axes is not None and steps is not None
     index = [slice(None)] * x.ndim
     for j, a in enumerate(norm_axes(call, axes, x.ndim)):
-        r = range(*slice(starts[j], ends[j], steps[j]).indices(x.shape[a]))
+        r = slice_range(x.shape[a], starts[j], ends[j], steps[j])
         index[a] = slice(r.start, r.stop if r.stop >= 0 else None, r.step)
     return [x[tuple(index)].copy()]
 

@@ -47,7 +47,7 @@ def erf(x: Array) -> Array:
     computed as a difference of nearly equal numbers.
     """
     if x.dtype == np.float64:
-        return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
+        return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=np.float64)
     z = np.abs(x.astype(np.float64))
     small = np.minimum(z, 0.5)
     z2 = small * small
@@ -67,6 +67,11 @@ def erf(x: Array) -> Array:
     erfc = t * np.exp(-z * z + poly)
     out = np.where(z < 0.5, taylor, 1.0 - erfc)
     return (np.sign(x) * out).astype(x.dtype)
+
+
+def relu(x: Array) -> Array:
+    """max(x, 0) in X's dtype."""
+    return np.maximum(x, x.dtype.type(0))
 
 
 def sigmoid(x: Array) -> Array:
@@ -90,6 +95,17 @@ def elementwise_ref(fn: Callable[[Array], Array]) -> ReferenceFn:
 
 def _bool_out(call: OpCall) -> list[TensorType]:
     return [TensorType(BOOL, call.input(0).shape)]
+
+
+def _bool_ref(fn: Callable[[Array], Array]) -> ReferenceFn:
+    """A reference that applies a BOOL-valued `fn` to input 0."""
+
+    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        x = arrays[0]
+        assert x is not None
+        return [np.asarray(fn(x), dtype=np.bool_)]
+
+    return reference
 
 
 def _is_inf(call: OpCall, arrays: list[Array | None]) -> list[Array]:
@@ -150,7 +166,7 @@ _T = per_element(TRANSCENDENTAL)
 _MATH: tuple[tuple[str, Callable[[Array], Array], FlopsFn, EggSig | None], ...] = (
     ("Neg", np.negative, elementwise_flops, _EGG1),
     ("Abs", np.abs, elementwise_flops, None),
-    ("Relu", lambda x: np.maximum(x, x.dtype.type(0)), elementwise_flops, _EGG1),
+    ("Relu", relu, elementwise_flops, _EGG1),
     ("Sigmoid", sigmoid, _T, _EGG1),
     ("Tanh", np.tanh, _T, _EGG1),
     ("Erf", erf, _T, _EGG1),
@@ -175,13 +191,9 @@ for _name, _fn, _flops, _egg in _MATH:
     register(OpSpec(_name, same_type, elementwise_ref(_fn), _flops, egg=_egg))
 
 register(OpSpec("Identity", same_type, elementwise_ref(np.copy), no_flops, egg=_EGG1))
-register(
-    OpSpec("IsNaN", _bool_out, lambda c, a: [np.isnan(a[0])], elementwise_flops)  # type: ignore[arg-type]
-)
+register(OpSpec("IsNaN", _bool_out, _bool_ref(np.isnan), elementwise_flops))
 register(OpSpec("IsInf", _bool_out, _is_inf, elementwise_flops))
-register(
-    OpSpec("Not", _bool_out, lambda c, a: [np.logical_not(a[0])], elementwise_flops)  # type: ignore[arg-type]
-)
+register(OpSpec("Not", _bool_out, _bool_ref(np.logical_not), elementwise_flops))
 register(
     OpSpec(
         "Cast",

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
+import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type hints
 
 from rewrite.errors import ModelError, VerificationError
 from rewrite.verify.inputs import ModelLike, input_specs, sample
@@ -108,7 +108,8 @@ class DiffResult:
         same = sum(o.bit_identical for o in self.outputs)
         worst = max(self.outputs, key=lambda o: o.max_abs, default=None)
         where = f", worst max_abs {worst.max_abs:.3g} on {worst.name!r}" if worst else ""
-        return f"ok: {n} output{'s' * (n != 1)} agree ({same} bit-identical{where}; {tail})"
+        agree = "output agrees" if n == 1 else "outputs agree"
+        return f"ok: {n} {agree} ({same} bit-identical{where}; {tail})"
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (non-finite floats become strings)."""

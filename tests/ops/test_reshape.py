@@ -9,6 +9,7 @@ from rewrite.errors import ShapeError
 from rewrite.ops import OpCall, TensorType, lookup
 from tests.ops.harness import check_op
 from tests.ops.infer_helper import infer_shape as infer
+from tests.ops.infer_helper import t
 
 F = 1  # onnx.TensorProto.FLOAT
 RNG = np.random.default_rng(0)
@@ -88,7 +89,7 @@ def test_reshape_unknowns() -> None:
     ("shape", "target", "match"),
     [
         ((2, 3), [4, 2], "cannot reshape 6 elements"),
-        ((2, 3), [4, -1], "not a whole number"),
+        ((2, 3), [4, -1], "6 elements are not a multiple of 4"),
         ((2, 3), [-1, -1], "more than one -1"),
         ((2, 3), [0, 0, 0], "copies dim 2"),
         (("b", 3), [-2, 3], "negative dim"),
@@ -103,6 +104,8 @@ def test_squeeze_unsqueeze_flatten_symbolic() -> None:
     s = TensorType(F, ("b", 1, "s"))
     assert infer("Squeeze", s, None, consts=[None, np.array([1])]) == ("b", "s")
     assert infer("Squeeze", s) is None  # a symbolic dim might be 1
+    # empty axes squeeze every 1, as ORT does (onnx shape inference keeps them)
+    assert infer("Squeeze", t(1, 3, 1), consts=[None, np.array([], np.int64)]) == (3,)
     assert infer("Squeeze", TensorType(F, None), None, consts=[None, np.array([0])]) is None
     assert infer("Squeeze", s, TensorType(7, (1,))) == (None, None)
     with pytest.raises(ShapeError, match="cannot squeeze axis 2 of size 4"):

@@ -68,6 +68,7 @@ def test_tile_vs_ort(shape, reps) -> None:
 def test_nonzero_vs_ort() -> None:
     a = RNG.integers(0, 3, size=(4, 5)).astype(np.float32)
     check_op("NonZero", [a], const_inputs=(0,))
+    check_op("NonZero", [np.array(2.0, np.float32)], const_inputs=(0,))  # ORT: (1, nnz)
     [(dtype, shape)] = [(o.dtype, o.shape) for o in infer_types("NonZero", t(4, "s"))]
     assert (dtype, shape) == (onnx.TensorProto.INT64, (2, None))
 

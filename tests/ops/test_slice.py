@@ -49,6 +49,12 @@ def test_slice_symbolic_and_unknown() -> None:
     assert infer_shape("Slice", x, i1, i1, consts=[None, None, None, [1]]) == ("b", None, 768)
     assert infer_shape("Slice", x, i1, i1, i1) == (None, None, None)
     assert infer_shape("Slice", t(None), **c) is None
+    # ORT reads an end of INT64_MAX as "to the end" in the step's direction, also for step < 0
+    # (onnx shape inference clamps it to d - 1 and infers 0 here).
+    assert infer_shape("Slice", t(4, "s"), consts=[None, [-1, -1], [BIG, BIG], None, [-1, -1]]) == (
+        4,
+        "s",
+    )
     with pytest.raises(ShapeError, match="a step is 0"):
         infer_shape("Slice", x, consts=[None, [0], [1], [0], [0]])
     with pytest.raises(ShapeError, match="repeated axis"):

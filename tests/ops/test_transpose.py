@@ -14,11 +14,17 @@ RNG = np.random.default_rng(1)
 
 @pytest.mark.parametrize(
     ("shape", "perm"),
-    [((2, 3, 4), [2, 0, 1]), ((2, 3, 4, 5), [0, 2, 1, 3]), ((2, 3, 4), None), ((5,), [0])],
+    [
+        ((2, 3, 4), [2, 0, 1]),
+        ((2, 3, 4, 5), [0, 2, 1, 3]),
+        ((2, 3, 4), None),
+        ((5,), [0]),
+        ((), None),
+    ],
 )
 @pytest.mark.parametrize("dtype", [np.float32, np.int64])
 def test_transpose_vs_ort(shape, perm, dtype) -> None:
-    x = (RNG.standard_normal(shape) * 10).astype(dtype)
+    x = np.asarray(RNG.standard_normal(shape) * 10).astype(dtype)
     check_op("Transpose", [x], {} if perm is None else {"perm": perm})
 
 

@@ -8,18 +8,19 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from onnx import helper
 
 from rewrite.errors import VerificationError
 from rewrite.verify import compare, differential, make_inputs, ort_noise
-from tests.verify.models import F, I64, add_model, model, save
+from tests.verify.models import I64, F, add_model, model, save
 
 BIAS = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
 BERT = Path("/tmp/corpus_mat/bert.onnx")
 
 
-def unary_model(*ops: str, dtype: int = F) -> object:
+def unary_model(*ops: str, dtype: int = F) -> onnx.ModelProto:
     """Y = ops[-1](...ops[0](X)), X [3, 4]."""
     names = ["X"] + [f"t{i}" for i in range(len(ops) - 1)] + ["Y"]
     nodes = [
@@ -39,7 +40,7 @@ def test_identical_models_are_ok_and_bit_identical(tmp_path: Path) -> None:
     (y,) = r.outputs
     assert y.name == "Y" and y.bit_identical and y.max_abs == 0 and y.shape == (3, 4)
     assert y.dtype == "float32" and y.rtol == 1e-4 and y.atol >= 1e-5 and not y.calibrated
-    assert r.summary().startswith("ok: 1 output agree (1 bit-identical")
+    assert r.summary().startswith("ok: 1 output agrees (1 bit-identical")
     json.dumps(r.to_json())
 
 
@@ -61,7 +62,7 @@ def test_difference_within_tolerance_is_ok_but_not_bit_identical() -> None:
 
 
 def test_int64_output_off_by_one_fails() -> None:
-    def int_add(c: int) -> object:
+    def int_add(c: int) -> onnx.ModelProto:
         return model(
             [helper.make_node("Add", ["X", "C"], ["Y"])],
             [helper.make_tensor_value_info("X", I64, [5])],
@@ -166,11 +167,11 @@ def test_reference_that_fails_raises_naming_the_file(tmp_path: Path) -> None:
     unknown = unary_model("NoSuchOp")
     save(unknown, ref)
     with pytest.raises(
-        VerificationError, match="reference model .*ref.onnx failed in ONNX Runtime"
+        VerificationError, match=r"reference model .*ref\.onnx failed in ONNX Runtime"
     ):
         differential(ref, add_model(BIAS))
     ref.write_bytes(b"garbage")
-    with pytest.raises(VerificationError, match="ref.onnx"):
+    with pytest.raises(VerificationError, match=r"ref\.onnx"):
         differential(ref, add_model(BIAS))
 
 

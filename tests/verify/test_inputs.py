@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from rewrite.errors import ModelError
 from rewrite.verify import input_specs, load_inputs, make_inputs, save_inputs
-from tests.verify.models import F, I64, add_model, model, save
+from tests.verify.models import I64, F, add_model, model, save
 
 I32 = TensorProto.INT32
 
@@ -49,7 +49,7 @@ def test_ids_followed_through_cast_and_unsqueeze_to_computed_table() -> None:
         [("W", np.ones((4, 37), np.float32)), ("ax", np.array([0], np.int64))],
     )
     ids = make_inputs(m)["ids"]
-    assert ids.dtype == np.int32 and 0 <= ids.min() and ids.max() < 37 and ids.max() > 2
+    assert ids.dtype == np.int32 and ids.min() >= 0 and ids.max() < 37 and ids.max() > 2
 
 
 def test_smallest_bound_over_all_uses() -> None:

@@ -1,0 +1,221 @@
+"""load: real files in, checked and typed Graphs out; load -> save round trips are exact."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from rewrite.onnx_io import Graph, load, save
+from rewrite.onnx_io.shapes import infer_types
+from rewrite.ops.base import UNKNOWN, TensorType
+from tests.onnx_io import models
+from tests.onnx_io.models import LIGHT, assert_same_outputs, const, vi
+
+# Node counts after converting the opset-9 light models to opset 17 (before -> after): the
+# converter adds Constant inputs (Dropout's ratio, Unsqueeze's axes) and wraps Softmax-1's
+# 2-D coercion in Shape/Flatten/Reshape.
+LIGHT_NODES = {
+    "light_bvlc_alexnet": (40, 42),
+    "light_densenet121": (1746, 1988),
+    "light_inception_v1": (237, 238),
+    "light_inception_v2": (916, 1054),
+    "light_resnet50": (415, 415),
+    "light_shufflenet": (446, 446),
+    "light_squeezenet": (105, 109),
+    "light_vgg19": (82, 84),
+    "light_zfnet512": (38, 38),
+}
+
+
+def round_trip(src: Path, tmp_path: Path, **kw: int) -> tuple[Graph, onnx.ModelProto, Path]:
+    """load src, save it, check the written file fully; return graph, written model, path."""
+    g = load(src, **kw)
+    out = tmp_path / "out.onnx"
+    save(g, out, source=src)
+    onnx.checker.check_model(str(out), full_check=True)
+    return g, onnx.load(str(out)), out
+
+
+@pytest.mark.parametrize("path", LIGHT, ids=lambda p: p.stem)
+def test_light_model_round_trip(path: Path, tmp_path: Path) -> None:
+    g, written, out = round_trip(path, tmp_path)
+    original = onnx.load(str(path))
+    before, after = LIGHT_NODES[path.stem]
+    assert (len(original.graph.node), len(g.nodes)) == (before, after)
+    assert g.opsets == {"": 17} and written.opset_import[0].version == 17
+    assert written.ir_version >= 8
+    assert any("converted from opset 9 to 17" in n for n in g.notes)
+    # IR 3 listed every initializer as an input; ORT treats them as constants, and so do we.
+    assert all(not g.is_constant(i) and i not in g.initializers for i in g.inputs)
+    assert [o.name for o in written.graph.output] == [o.name for o in original.graph.output]
+    assert all(t.shape is not None and t.dtype for t in g.types.values())
+    assert_same_outputs(path, out, seeds=(0,))
+
+
+@pytest.mark.parametrize("name", models.SMALL)
+def test_small_model_round_trip(name: str, tmp_path: Path) -> None:
+    src = models.save(models.SMALL[name](), tmp_path / "in.onnx")
+    original = onnx.load(str(src))
+    g, written, out = round_trip(src, tmp_path)
+    assert written.graph.input == original.graph.input
+    assert written.graph.output == original.graph.output
+    assert written.metadata_props == original.metadata_props
+    assert written.opset_import == original.opset_import
+    for f in ("ir_version", "producer_name", "producer_version", "model_version", "doc_string"):
+        assert getattr(written, f) == getattr(original, f)
+    assert written.graph.doc_string == original.graph.doc_string
+    assert [n.SerializeToString() for n in written.graph.node] == [
+        n.SerializeToString() for n in original.graph.node
+    ]
+    assert_same_outputs(src, out)
+
+
+def test_mlp_types_and_header(tmp_path: Path) -> None:
+    g = load(models.save(models.mlp(), tmp_path / "m.onnx"))
+    assert g.types["x"] == TensorType(T.FLOAT, ("batch", 8))
+    assert g.types["xw"] == TensorType(T.FLOAT, ("batch", 4))
+    assert g.types["w"] == TensorType(T.FLOAT, (8, 4))
+    assert g.types["s1"] == TensorType(T.FLOAT, ("batch", 2))
+    assert not g.header.graph.node and not g.header.graph.initializer
+    assert g.nodes[0].doc_string == "the product" and g.nodes[3].attrs["num_outputs"] == 2
+    assert g.path == (tmp_path / "m.onnx").resolve() and g.notes == []
+    assert g.is_constant("w") and g.array("b").shape == (4,)
+
+
+def test_unused_initializer_dropped_and_input_initializer_kept(tmp_path: Path) -> None:
+    g, written, _ = round_trip(models.save(models.mlp(), tmp_path / "m.onnx"), tmp_path)
+    assert "unused" in g.initializers
+    assert [t.name for t in written.graph.initializer] == ["w", "b"]
+    g, written, out = round_trip(
+        models.save(models.initializer_input(), tmp_path / "i.onnx"), tmp_path
+    )
+    assert g.inputs == ["x", "b"] and not g.is_constant("b")
+    assert [t.name for t in written.graph.initializer] == ["b"]
+    assert [i.name for i in models.session(out).get_overridable_initializers()] == ["b"]
+
+
+def test_if_subgraph_kept_byte_for_byte(tmp_path: Path) -> None:
+    src = models.save(models.if_model(), tmp_path / "if.onnx")
+    g, written, out = round_trip(src, tmp_path)
+    node = next(n for n in g.nodes if n.op_type == "If")
+    assert node.has_subgraph and node.implicit_inputs == ["x", "w", "c"]
+    assert node in g.consumers()["w"]
+    original = onnx.load(str(src)).graph.node[1].attribute
+    assert [a.SerializeToString() for a in written.graph.node[1].attribute] == [
+        a.SerializeToString() for a in original
+    ]
+    assert [t.name for t in written.graph.initializer] == ["w"]  # read only inside the If
+    assert_same_outputs(src, out)
+
+
+def test_unknown_custom_op_round_trips(tmp_path: Path) -> None:
+    src = models.save(models.custom_op(), tmp_path / "c.onnx")
+    g, written, _ = round_trip(src, tmp_path)
+    frob = g.nodes[0]
+    assert (frob.domain, frob.op_type, frob.outputs) == ("my.ops", "Frobnicate", ["y", "z"])
+    assert frob.attrs["mode"] == "fast" and frob.attrs["sizes"] == [1, 2, 3]
+    assert g.types["y"] == UNKNOWN and g.types["z"] == TensorType(T.FLOAT, ("n",))
+    assert written.graph.node == onnx.load(str(src)).graph.node
+    assert {o.domain: o.version for o in written.opset_import} == {"": 17, "my.ops": 3}
+
+
+def test_external_data_loads_and_round_trips(tmp_path: Path) -> None:
+    src = tmp_path / "ext" / "m.onnx"
+    src.parent.mkdir()
+    onnx.save_model(
+        models.mlp(), src, save_as_external_data=True, location="weights.bin", size_threshold=0
+    )
+    assert (src.parent / "weights.bin").is_file()
+    g, written, out = round_trip(src, tmp_path)
+    w = g.initializers["w"]
+    assert w.data_location == T.DEFAULT and not w.external_data
+    assert np.array_equal(g.array("w"), models.rand((8, 4), 1))
+    assert all(not t.external_data for t in written.graph.initializer)
+    assert_same_outputs(src, out)
+
+
+def test_non_topological_file_is_sorted_stably(tmp_path: Path) -> None:
+    m = models.mlp()
+    nodes = list(m.graph.node)
+    del m.graph.node[:]
+    m.graph.node.extend([nodes[2], nodes[0], nodes[3], nodes[1]])  # relu, mm, split, add
+    g, written, out = round_trip(models.save(m, tmp_path / "m.onnx"), tmp_path)
+    assert [n.name for n in g.nodes] == ["mm", "add", "relu", "split"]
+    assert [n.name for n in written.graph.node] == ["mm", "add", "relu", "split"]
+    assert_same_outputs(models.save(models.mlp(), tmp_path / "sorted.onnx"), out)
+
+
+def test_sparse_initializer_becomes_dense(tmp_path: Path) -> None:
+    values = const("s", np.array([1.5, -2.0], np.float32))
+    sparse = h.make_sparse_tensor(values, const("", np.array([1, 4], np.int64)), [2, 3])
+    m = models.model([h.make_node("Add", ["x", "s"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3])])
+    m.graph.sparse_initializer.append(sparse)
+    g, written, out = round_trip(models.save(m, tmp_path / "s.onnx"), tmp_path)
+    assert np.array_equal(g.array("s"), np.array([[0, 1.5, 0], [0, -2.0, 0]], np.float32))
+    assert not written.graph.sparse_initializer and g.types["s"] == TensorType(T.FLOAT, (2, 3))
+    assert any("sparse" in n for n in g.notes)
+
+
+def test_opset_below_min_is_converted(tmp_path: Path) -> None:
+    m = models.model(
+        [h.make_node("Unsqueeze", ["x"], ["y"], axes=[0])],
+        [vi("x", [2, 3])],
+        [vi("y", [1, 2, 3])],
+        opsets=[h.make_opsetid("", 11)],
+        ir_version=6,
+    )
+    src = models.save(m, tmp_path / "old.onnx")
+    g, written, out = round_trip(src, tmp_path)
+    assert g.opset == 17 and [n.op_type for n in g.nodes] == ["Constant", "Unsqueeze"]
+    assert written.ir_version == 8
+    assert_same_outputs(src, out)
+    assert load(src, min_opset=11).opset == 11  # at or above min_opset: untouched
+
+
+def test_shape_inference_failure_warns_and_keeps_declared_types(tmp_path: Path) -> None:
+    # The initializer contradicts the declared input shape: inference raises even when lax.
+    m = models.model(
+        [h.make_node("Relu", ["x"], ["y"])],
+        [vi("x", [2, 3])],
+        [vi("y", None)],
+        inits=[const("x", models.rand((3, 3), 0))],
+    )
+    with pytest.warns(RuntimeWarning, match=r"bad\.onnx: shape inference failed"):
+        g = load(models.save(m, tmp_path / "bad.onnx"))
+    assert g.types["x"] == TensorType(T.FLOAT, (3, 3)) and g.types["y"] == TensorType(1, None)
+    assert any("shape inference failed" in n for n in g.notes)
+
+
+def test_path_based_inference_matches_in_memory() -> None:
+    m = models.mlp()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        via_files = infer_types(m, "m", [], limit=0)
+    assert via_files == infer_types(m, "m", [])
+    assert via_files["xw"] == TensorType(T.FLOAT, ("batch", 4))
+
+
+def test_hollow_corpus_models_load() -> None:
+    paths = sorted(models.CORPUS.glob("*.onnx"))
+    if not paths:
+        pytest.skip(f"no corpus in {models.CORPUS}")
+    for p in paths:
+        g = load(p)
+        assert g.opset >= 17 and len(g.nodes) > 100, p
+        assert all(t.dtype and t.shape is not None for t in g.types.values()), p
+
+
+@pytest.mark.slow
+def test_distilbert_round_trip_is_bit_identical(tmp_path: Path) -> None:
+    src = Path("/tmp/corpus_mat/distilbert.onnx")
+    if not src.is_file():
+        pytest.skip(f"{src} not materialized (see shared/corpus/README.md)")
+    g, written, out = round_trip(src, tmp_path)
+    assert len(g.nodes) == 349 and len(written.graph.node) == 349
+    assert_same_outputs(src, out)
