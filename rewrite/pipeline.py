@@ -9,10 +9,12 @@ and the report (and exit status) says so.
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import tempfile
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -93,6 +95,15 @@ def optimize(input_path: str | Path, output_path: str | Path, options: Options |
         optimized = _optimize_graph(graph, opts, report, clock)
     except RewriteError as e:
         report.warnings.append(f"optimization failed, input graph written instead: {e}")
+        optimized = None
+    except Exception as e:  # a bug of ours must not cost the user their model
+        if os.environ.get("REWRITE_DEBUG"):
+            raise
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        report.warnings.append(
+            f"internal error ({type(e).__name__}: {e} at {Path(where.filename).name}:"
+            f"{where.lineno}); input graph written instead. Set REWRITE_DEBUG=1 for the traceback"
+        )
         optimized = None
     if optimized is not None and _write_verified(optimized, src, dst, opts, report, clock):
         report.status = STATUS_OPTIMIZED

@@ -123,7 +123,10 @@ class _Decoder:
                 outs[i] = self.name_of(wanted[i])
             elif i < len(entry.output_names) and entry.output_names[i]:
                 orig = entry.output_names[i]
-                outs[i] = orig if orig not in self.taken else self.fresh("unused")
+                # The entry is shared by every node with the same key, and a needed class
+                # may hold `orig` under another e-node: such a name is not this output's.
+                free = orig not in self.taken and orig not in self.reserved
+                outs[i] = orig if free else self.fresh("unused")
                 self.taken.add(outs[i])
         self.multi.add(ncid)
         self.emit_opaque(op_node, outs)
@@ -134,7 +137,9 @@ class _Decoder:
         implicit = []
         for k, want in zip(node.children[entry.n_inputs :], entry.implicit_names, strict=True):
             have = self.name_of(k)
-            if have != want:  # the subgraph reads `want` by name: keep it defined
+            if have != want and want not in self.scoped:
+                # the subgraph reads `want` by name: keep it defined (once, for every reader)
+                self.scoped.add(want)
                 self.nodes.append(Node("Identity", [have], [want], name=self.fresh("scope")))
                 self.taken.add(want)
             implicit.append(want)
@@ -198,6 +203,8 @@ class _Decoder:
 
     def run(self) -> Graph:
         self.multi: set[int] = set()
+        self.scoped: set[str] = set()
+        self.reserved = {n for c in self.choice.picks for n in self.snap.classes[c].names}
         self.out_classes: dict[int, dict[int, int]] = {}
         for cid, node in self.choice.picks.items():
             if node.op == "Out":

@@ -241,7 +241,7 @@ class _Encoder:
             a.SerializeToString() for a in sorted(n.attributes, key=lambda a: a.name)
         )
         ident = n.op_type.encode() + n.domain.encode() + attr_bytes
-        ident += str(len(n.outputs)).encode()
+        ident += f"|{len(n.inputs)}|{len(n.implicit_inputs)}|{len(n.outputs)}".encode()
         if not deterministic:
             ident += b"\0node:" + n.name.encode() + "\0".join(n.outputs).encode()
         key = hashlib.sha1(ident).hexdigest()[:16]
@@ -256,6 +256,7 @@ class _Encoder:
                 n.name,
                 n.doc_string,
                 list(n.outputs),
+                list(n.implicit_inputs),
             ),
         )
         kids = [self.ref(i) for i in [*n.inputs, *n.implicit_inputs]]

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from onnx import external_data_helper, numpy_helper, version_converter
 
 from rewrite.errors import ModelError
 from rewrite.onnx_io.graph import Graph, Node
 from rewrite.onnx_io.shapes import (
+    PROTO_LIMIT,
     check_size,
     copy_fields,
     first_line,
@@ -62,6 +63,11 @@ def _read(p: Path, where: str) -> onnx.ModelProto:
         raise ModelError(f"{where}: no such file")
     if p.is_dir():
         raise ModelError(f"{where}: is a directory, not an ONNX model file")
+    if p.stat().st_size >= 2**31:
+        raise ModelError(
+            f"{where}: over 2 GB in one file, which protobuf cannot parse; a model this large "
+            "must keep its weights in external data"
+        )
     try:
         data = p.read_bytes()
     except OSError as e:
@@ -186,11 +192,11 @@ def _upgrade(
     changed = False
     if opset is not None and opset < min_opset:
         light = light_copy(model)
+        check_size(light, where, f"convert its opset {opset} to {target}")
         try:
-            check_size(light, where, "convert its opset")
             converted = version_converter.convert_version(light, target)
             restore_stubs(converted, model)
-            if converted.ByteSize() < 2**31 - 2**24:
+            if converted.ByteSize() < PROTO_LIMIT:
                 onnx.checker.check_model(converted)
         except Exception as e:  # the converter fails with bare C++ assertions
             raise ModelError(
@@ -219,9 +225,7 @@ def _upgrade(
     return model
 
 
-def _to_graph(
-    model: onnx.ModelProto, p: Path, types: dict, where: str, notes: list[str]
-) -> Graph:
+def _to_graph(model: onnx.ModelProto, p: Path, types: dict, where: str, notes: list[str]) -> Graph:
     header = onnx.ModelProto()
     copy_fields(model, {"graph"}, header)
     copy_fields(model.graph, _HEADER_SKIP, header.graph)

@@ -97,27 +97,65 @@ def infer_types(
 ) -> dict[str, TensorType]:
     """dtype and shape of main-graph values as ONNX shape inference (or the file) knows them.
 
-    Values missing from the result are unknown to both. If inference fails, warns, adds a
-    note, and returns the types the file itself declares (inputs, outputs, value_info,
-    initializers). Never raises for a model shape inference cannot handle.
+    The file's value_info can be stale, and inference keeps a stale entry and gives up on
+    everything after it; it can also be the only source of types past ops inference does not
+    know (contrib ops). So inference runs with and without it: a type inferred without it
+    wins; the file's (or one inferred from it) fills the gaps, and a note counts the entries
+    that contradicted inference. Values missing from the result are unknown to both. If
+    inference fails, warns, adds a note and returns the types the file declares; never raises.
     """
     light = light_copy(model)
+    declared = _collect(light.graph)
     try:
-        inferred = _infer(light, limit)
+        with_file = _collect(_infer(light, limit).graph)
+        pure = with_file
+        if light.graph.value_info:
+            light.graph.ClearField("value_info")
+            pure = _collect(_infer(light, limit).graph)
     except Exception as e:  # any failure of the C++ inference: fall back, never crash
         why = first_line(e)
-        warnings.warn(f"{where}: shape inference failed ({why}); value types are those the "
-                      "file declares", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{where}: shape inference failed ({why}); value types are those the file declares",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         notes.append(f"shape inference failed: {why}")
-        inferred = light
+        return declared
+    types = dict(with_file)
+    stale = 0
+    for name, t in pure.items():
+        if t.dtype and t.shape is not None:
+            stale += name in types and _conflict(types[name], t)
+            types[name] = t
+    if stale:
+        notes.append(
+            f"{stale} value_info entries in the file contradict shape inference; "
+            "the inferred types are used"
+        )
+    return types
+
+
+def _collect(g: onnx.GraphProto) -> dict[str, TensorType]:
+    """Types of a graph's inputs, value_info and outputs (the most specific entry per name)."""
     types: dict[str, TensorType] = {}
-    g = inferred.graph
     for vi in [*g.input, *g.value_info, *g.output]:
         t = tensor_type(vi.type)
         old = types.get(vi.name)
         if old is None or (old.shape is None and t.shape is not None) or old.dtype == 0:
             types[vi.name] = t
     return types
+
+
+def _conflict(a: TensorType, b: TensorType) -> bool:
+    """Known dtypes, ranks or static dims that differ."""
+    if a.dtype and b.dtype and a.dtype != b.dtype:
+        return True
+    if a.shape is None or b.shape is None:
+        return False
+    if len(a.shape) != len(b.shape):
+        return True
+    pairs = zip(a.shape, b.shape, strict=True)
+    return any(isinstance(x, int) and isinstance(y, int) and x != y for x, y in pairs)
 
 
 def _infer(light: onnx.ModelProto, limit: int) -> onnx.ModelProto:
@@ -128,7 +166,11 @@ def _infer(light: onnx.ModelProto, limit: int) -> onnx.ModelProto:
     with tempfile.TemporaryDirectory(prefix="rewrite-infer-") as tmp:
         src, dst = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
         onnx.save_model(
-            light, src, save_as_external_data=True, location="in.data", size_threshold=1024,
+            light,
+            src,
+            save_as_external_data=True,
+            location="in.data",
+            size_threshold=1024,
             convert_attribute=True,
         )
         onnx.shape_inference.infer_shapes_path(str(src), str(dst), **opts)

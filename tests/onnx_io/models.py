@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -11,9 +12,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-LIGHT = sorted(
-    (Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("*.onnx")
-)
+LIGHT = sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("*.onnx"))
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 OPSET = [h.make_opsetid("", 17)]
 
@@ -26,14 +25,16 @@ def model(
     inits: list[onnx.TensorProto] | None = None,
     opsets: list[onnx.OperatorSetIdProto] | None = None,
     ir_version: int = 8,
-    **graph_kw: object,
+    **graph_kw: Any,
 ) -> onnx.ModelProto:
     """A model from parts, not checked (bad models are built with this too)."""
     g = h.make_graph(nodes, "g", inputs, outputs, initializer=inits or [], **graph_kw)
     return h.make_model(g, opset_imports=opsets or OPSET, ir_version=ir_version)
 
 
-def vi(name: str, shape: list[int | str | None] | None, dtype: int = T.FLOAT) -> onnx.ValueInfoProto:
+def vi(
+    name: str, shape: list[int | str | None] | None, dtype: int = T.FLOAT
+) -> onnx.ValueInfoProto:
     return h.make_tensor_value_info(name, dtype, shape)
 
 
@@ -56,7 +57,11 @@ def mlp() -> onnx.ModelProto:
         ],
         [vi("x", ["batch", 8])],
         [vi("s0", ["batch", 2]), vi("s1", ["batch", 2])],
-        inits=[const("w", rand((8, 4), 1)), const("b", rand((4,), 2)), const("unused", rand((3,), 3))],
+        inits=[
+            const("w", rand((8, 4), 1)),
+            const("b", rand((4,), 2)),
+            const("unused", rand((3,), 3)),
+        ],
         opsets=[h.make_opsetid("", 18)],
         doc_string="graph doc",
     )
@@ -66,11 +71,19 @@ def mlp() -> onnx.ModelProto:
     return m
 
 
+def wide() -> onnx.ModelProto:
+    """x @ w + b with a 64 KiB weight (for external data) and a 256-byte bias."""
+    return model(
+        [h.make_node("MatMul", ["x", "w"], ["xw"]), h.make_node("Add", ["xw", "b"], ["y"])],
+        [vi("x", [2, 256])],
+        [vi("y", [2, 64])],
+        inits=[const("w", rand((256, 64), 6)), const("b", rand((64,), 7))],
+    )
+
+
 def if_model() -> onnx.ModelProto:
     """If(cond) with branches reading outer values `x`, `w` (one branch nests another If)."""
-    inner = h.make_graph(
-        [h.make_node("Mul", ["t", "w"], ["u"])], "inner", [], [vi("u", [2, 3])]
-    )
+    inner = h.make_graph([h.make_node("Mul", ["t", "w"], ["u"])], "inner", [], [vi("u", [2, 3])])
     then = h.make_graph(
         [
             h.make_node("Add", ["x", "w"], ["t"]),
@@ -119,7 +132,10 @@ def constants() -> onnx.ModelProto:
 def ms_gelu() -> onnx.ModelProto:
     """A com.microsoft Gelu after a Relu."""
     return model(
-        [h.make_node("Relu", ["x"], ["r"]), h.make_node("Gelu", ["r"], ["y"], domain="com.microsoft")],
+        [
+            h.make_node("Relu", ["x"], ["r"]),
+            h.make_node("Gelu", ["r"], ["y"], domain="com.microsoft"),
+        ],
         [vi("x", [2, 3])],
         [vi("y", [2, 3])],
         opsets=[*OPSET, h.make_opsetid("com.microsoft", 1)],
@@ -129,8 +145,15 @@ def ms_gelu() -> onnx.ModelProto:
 def custom_op() -> onnx.ModelProto:
     """An op of an unknown domain, with attributes of several kinds."""
     node = h.make_node(
-        "Frobnicate", ["x"], ["y", "z"], domain="my.ops", name="frob",
-        alpha=0.5, mode="fast", sizes=[1, 2, 3], table=const("t", np.arange(4, dtype=np.int64)),
+        "Frobnicate",
+        ["x"],
+        ["y", "z"],
+        domain="my.ops",
+        name="frob",
+        alpha=0.5,
+        mode="fast",
+        sizes=[1, 2, 3],
+        table=const("t", np.arange(4, dtype=np.int64)),
     )
     return model(
         [node, h.make_node("Relu", ["y"], ["r"])],

@@ -73,16 +73,18 @@ def test_truncated_file(tmp_path: Path, keep: float) -> None:
 
 def test_missing_external_data_file(tmp_path: Path) -> None:
     path = tmp_path / "m.onnx"
-    onnx.save_model(models.mlp(), path, save_as_external_data=True, location="w.bin",
-                    size_threshold=0)
+    onnx.save_model(
+        models.mlp(), path, save_as_external_data=True, location="w.bin", size_threshold=0
+    )
     (tmp_path / "w.bin").unlink()
     raises(path, r"m\.onnx: tensor 'w' keeps its data in 'w\.bin', which does not exist")
 
 
 def test_short_external_data_file(tmp_path: Path) -> None:
     path = tmp_path / "m.onnx"
-    onnx.save_model(models.mlp(), path, save_as_external_data=True, location="w.bin",
-                    size_threshold=0)
+    onnx.save_model(
+        models.mlp(), path, save_as_external_data=True, location="w.bin", size_threshold=0
+    )
     data = tmp_path / "w.bin"
     data.write_bytes(data.read_bytes()[:100])
     raises(path, r"m\.onnx: tensor '\w+': external data file 'w\.bin' is too short")
@@ -116,7 +118,9 @@ def test_node_redefines_graph_input(tmp_path: Path) -> None:
 
 def test_duplicate_initializer(tmp_path: Path) -> None:
     m = models.model(
-        [h.make_node("Add", ["x", "w"], ["y"])], [vi("x", [2])], [vi("y", [2])],
+        [h.make_node("Add", ["x", "w"], ["y"])],
+        [vi("x", [2])],
+        [vi("y", [2])],
         inits=[const("w", rand((2,), 0)), const("w", rand((2,), 1))],
     )
     raises(models.save(m, tmp_path / "m.onnx"), r"m\.onnx: initializer 'w' is declared twice")
@@ -152,8 +156,9 @@ def test_cycle(tmp_path: Path) -> None:
         [vi("y", [2])],
     )
     err = raises(models.save(m, tmp_path / "m.onnx"), r"m\.onnx: the graph has a cycle through")
-    assert re.search(r"node 'p' \(Add\) -> node 'q' \(Relu\)|node 'q' \(Relu\) -> node 'p'",
-                     str(err))
+    assert re.search(
+        r"node 'p' \(Add\) -> node 'q' \(Relu\)|node 'q' \(Relu\) -> node 'p'", str(err)
+    )
     assert "head" not in str(err) and "tail" not in str(err)
 
 
@@ -206,3 +211,10 @@ def test_old_opset_that_cannot_be_converted(tmp_path: Path) -> None:
         r"old\.onnx: opset 5 is older than supported 13 and could not be converted to 17: "
         r"No Adapter From Version \$5 for Tile",
     )
+
+
+def test_file_over_2gb(tmp_path: Path) -> None:
+    path = tmp_path / "huge.onnx"
+    with open(path, "wb") as f:
+        f.truncate(2**31)  # sparse: no disk space used
+    raises(path, r"huge\.onnx: over 2 GB in one file, which protobuf cannot parse")

@@ -12,7 +12,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from rewrite.onnx_io import Graph, load, save
-from rewrite.onnx_io.shapes import infer_types
+from rewrite.onnx_io.shapes import STUB_BYTES, infer_types
 from rewrite.ops.base import UNKNOWN, TensorType
 from tests.onnx_io import models
 from tests.onnx_io.models import LIGHT, assert_same_outputs, const, vi
@@ -62,7 +62,7 @@ def test_light_model_round_trip(path: Path, tmp_path: Path) -> None:
 def test_small_model_round_trip(name: str, tmp_path: Path) -> None:
     src = models.save(models.SMALL[name](), tmp_path / "in.onnx")
     original = onnx.load(str(src))
-    g, written, out = round_trip(src, tmp_path)
+    _, written, out = round_trip(src, tmp_path)
     assert written.graph.input == original.graph.input
     assert written.graph.output == original.graph.output
     assert written.metadata_props == original.metadata_props
@@ -156,10 +156,12 @@ def test_sparse_initializer_becomes_dense(tmp_path: Path) -> None:
     sparse = h.make_sparse_tensor(values, const("", np.array([1, 4], np.int64)), [2, 3])
     m = models.model([h.make_node("Add", ["x", "s"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3])])
     m.graph.sparse_initializer.append(sparse)
-    g, written, out = round_trip(models.save(m, tmp_path / "s.onnx"), tmp_path)
+    src = models.save(m, tmp_path / "s.onnx")
+    g, written, out = round_trip(src, tmp_path)
     assert np.array_equal(g.array("s"), np.array([[0, 1.5, 0], [0, -2.0, 0]], np.float32))
     assert not written.graph.sparse_initializer and g.types["s"] == TensorType(T.FLOAT, (2, 3))
     assert any("sparse" in n for n in g.notes)
+    assert_same_outputs(src, out)
 
 
 def test_opset_below_min_is_converted(tmp_path: Path) -> None:
@@ -176,6 +178,17 @@ def test_opset_below_min_is_converted(tmp_path: Path) -> None:
     assert written.ir_version == 8
     assert_same_outputs(src, out)
     assert load(src, min_opset=11).opset == 11  # at or above min_opset: untouched
+
+
+def test_conversion_keeps_large_initializers(tmp_path: Path) -> None:
+    # The converter sees a light copy; weights of 64 KiB or more are put back by name.
+    m = models.wide()
+    m.opset_import[0].version, m.ir_version = 11, 6
+    src = models.save(m, tmp_path / "old.onnx")
+    g, written, out = round_trip(src, tmp_path)
+    assert g.opset == 17 and g.initializers["w"].ByteSize() >= STUB_BYTES
+    assert np.array_equal(g.array("w"), models.rand((256, 64), 6))
+    assert_same_outputs(src, out)
 
 
 def test_shape_inference_failure_warns_and_keeps_declared_types(tmp_path: Path) -> None:
@@ -219,3 +232,30 @@ def test_distilbert_round_trip_is_bit_identical(tmp_path: Path) -> None:
     g, written, out = round_trip(src, tmp_path)
     assert len(g.nodes) == 349 and len(written.graph.node) == 349
     assert_same_outputs(src, out)
+
+
+def test_stale_value_info_loses_to_inference(tmp_path: Path) -> None:
+    m = models.mlp()
+    m.graph.value_info.append(vi("xw", [99, 99]))
+    g = load(models.save(m, tmp_path / "m.onnx"))
+    assert g.types["xw"] == TensorType(T.FLOAT, ("batch", 4))
+    assert g.types["r"] == TensorType(T.FLOAT, ("batch", 4))  # inference went on past it
+    assert any("1 value_info entries in the file contradict" in n for n in g.notes)
+
+
+def test_file_value_info_types_values_past_unknown_ops(tmp_path: Path) -> None:
+    m = models.model(
+        [
+            h.make_node("Frobnicate", ["x"], ["y"], domain="my.ops"),
+            h.make_node("Relu", ["y"], ["r"]),
+            h.make_node("Transpose", ["r"], ["t"]),
+        ],
+        [vi("x", [2, 3])],
+        [vi("t", None)],
+        opsets=[*models.OPSET, h.make_opsetid("my.ops", 1)],
+        value_info=[vi("y", [2, 5])],
+    )
+    g = load(models.save(m, tmp_path / "c.onnx"))
+    assert g.types["y"] == TensorType(T.FLOAT, (2, 5))
+    assert g.types["t"] == TensorType(T.FLOAT, (5, 2))  # inferred from the file's type of y
+    assert g.notes == []
