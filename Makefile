@@ -4,7 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint venv clean
+SHARED ?= ../shared
+CORPUS ?= .cache/corpus
+
+.PHONY: demo test test-corpus lint venv clean
 
 venv: $(STAMP)
 
@@ -23,8 +26,15 @@ demo: venv
 test: venv
 	$(VENV)/bin/pytest -q -m "not slow"
 
-test-all: venv
-	$(VENV)/bin/pytest -q
+# Materializes ../shared/corpus once into $(CORPUS) (~1.7 GB) and runs the slow corpus tests.
+test-corpus: venv $(CORPUS)/.done
+	REWRITE_CORPUS=$(CORPUS) $(VENV)/bin/pytest -q -m slow
+
+$(CORPUS)/.done:
+	@test -d $(SHARED)/corpus || { echo "no corpus at $(SHARED)/corpus (set SHARED=...)"; exit 1; }
+	mkdir -p $(CORPUS)
+	$(PY) $(SHARED)/corpus/materialize.py $(SHARED)/corpus $(CORPUS)
+	@touch $@
 
 lint: venv
 	$(VENV)/bin/ruff check rewrite rulesets tests bench examples

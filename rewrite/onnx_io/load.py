@@ -6,6 +6,7 @@ path as given and naming the tensor, node or value at fault.
 
 from __future__ import annotations
 
+import os
 from math import prod
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from rewrite.onnx_io.shapes import (
     restore_stubs,
 )
 from rewrite.onnx_io.structure import check_and_sort, implicit_inputs
-from rewrite.ops.base import UNKNOWN
+from rewrite.ops.base import UNKNOWN, TensorType
 
 _HEADER_SKIP = {"node", "initializer", "value_info", "sparse_initializer"}
 _SUB_BYTE = {
@@ -50,7 +51,7 @@ def load(path: str | Path, *, min_opset: int = 13, target_opset: int = 17) -> Gr
     p = Path(path)
     model = _read(p, where)
     _check_header(model, where)
-    _load_external_data(model, p.resolve().parent, where)
+    _load_external_data(model, Path(os.path.abspath(p)).parent, where)
     notes: list[str] = []
     model = _upgrade(model, where, min_opset, target_opset, notes)
     types = infer_types(model, where, notes)
@@ -225,7 +226,14 @@ def _upgrade(
     return model
 
 
-def _to_graph(model: onnx.ModelProto, p: Path, types: dict, where: str, notes: list[str]) -> Graph:
+def _to_graph(
+    model: onnx.ModelProto,
+    p: Path,
+    types: dict[str, TensorType],
+    where: str,
+    notes: list[str],
+) -> Graph:
+    """Split the model into header, nodes and initializers; check and order the nodes."""
     header = onnx.ModelProto()
     copy_fields(model, {"graph"}, header)
     copy_fields(model.graph, _HEADER_SKIP, header.graph)

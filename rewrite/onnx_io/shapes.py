@@ -87,9 +87,11 @@ def light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
 def restore_stubs(light: onnx.ModelProto, model: onnx.ModelProto) -> None:
     """Put back, by name, the initializers `light_copy(model)` stubbed (after a conversion)."""
     originals = {t.name: t for t in model.graph.initializer}
-    for i, t in enumerate(light.graph.initializer):
+    for t in light.graph.initializer:
         if t.name in originals and t.ByteSize() < originals[t.name].ByteSize():
-            light.graph.initializer[i].CopyFrom(originals[t.name])
+            t.CopyFrom(originals[t.name])
+        elif any(e.value == _STUB_LOCATION for e in t.external_data):
+            raise ValueError(f"initializer '{t.name}' was renamed; its data is lost")
 
 
 def infer_types(

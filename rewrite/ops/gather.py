@@ -84,12 +84,20 @@ def ref_gather_elements(call: OpCall, arrays: list[np.ndarray | None]) -> list[n
     return [np.take_along_axis(data, i, axis=axis)]
 
 
+def gather_bytes(call: OpCall, outputs: list[TensorType]) -> float:
+    """Indices read plus the gathered rows read and written: the data tensor is not streamed."""
+    idx = call.input(1)
+    out = sum((t.numel or 0) * t.itemsize for t in outputs)
+    return float((idx.numel or 0) * idx.itemsize + 2 * out)
+
+
 GATHER = register(
     OpSpec(
         name="Gather",
         infer=infer_gather,
         reference=ref_gather,
         flops=no_flops,
+        bytes=gather_bytes,
         doc="Gather(data, indices, axis): numpy take.",
     )
 )
@@ -99,6 +107,7 @@ GATHER_ND = register(
         infer=infer_gather_nd,
         reference=ref_gather_nd,
         flops=no_flops,
+        bytes=gather_bytes,
         doc="GatherND(data, indices, batch_dims): index tuples in indices' last dim.",
     )
 )
@@ -108,6 +117,7 @@ GATHER_ELEMENTS = register(
         infer=infer_gather_elements,
         reference=ref_gather_elements,
         flops=no_flops,
+        bytes=gather_bytes,
         doc="GatherElements(data, indices, axis): numpy take_along_axis.",
     )
 )

@@ -125,10 +125,22 @@ def _average_pool_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
 
 
 def _pool_flops(call: OpCall, outputs: list[TensorType]) -> float:
-    """One operation per output element per kernel tap."""
+    """One operation per output element per kernel tap that lands inside the input.
+
+    Bounded by input elements × windows covering each (∏⌈k/s⌉): a kernel larger than the
+    input (exporters write [1280, 1280] for a global pool) costs what it reads.
+    """
     y = outputs[0].numel
     ks = call.attr("kernel_shape")
-    return 0.0 if y is None or ks is None else float(y * math.prod(ks))
+    if y is None or ks is None:
+        return 0.0
+    taps = float(y * math.prod(ks))
+    x = call.input(0).numel
+    if x is None:
+        return taps
+    strides = call.attr("strides") or [1] * len(ks)
+    overlap = math.prod(-(-k // max(1, s)) for k, s in zip(ks, strides, strict=False))
+    return min(taps, float(x * overlap))
 
 
 def _global_infer(call: OpCall) -> list[TensorType]:

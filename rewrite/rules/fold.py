@@ -51,6 +51,9 @@ def fold_constants(graph: Graph, *, max_elements: int = MAX_ELEMENTS) -> tuple[G
                 const.add(n.outputs[0])
                 stats.folded[n.op_type] = stats.folded.get(n.op_type, 0) + 1
             continue
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+            const.update(o for o in n.outputs if o)  # a constant: it feeds folds, stays itself
+            continue
         if not _can_fold(n, graph, const, outputs, max_elements):
             continue
         foldable.append(n)
@@ -122,14 +125,16 @@ def _evaluate(
     """Run `nodes` in one ORT session (optimizations off) and return every output's value."""
     produced = {o for n in nodes for o in n.outputs if o}
     needed = {i for n in nodes for i in n.inputs if i and i not in produced}
+    sources = [n for n in graph.nodes if n.op_type == "Constant" and set(n.outputs) & needed]
     inits = [graph.initializers[i] for i in needed if i in graph.initializers]
     inits += [numpy_helper.from_array(shape_values[i], i) for i in needed if i in shape_values]
     outs = [o for n in nodes for o in n.outputs if o]
+    run = [*sources, *nodes]
     protos = [
         helper.make_node(n.op_type, n.inputs, n.outputs, name=n.name, domain=n.domain)
-        for n in nodes
+        for n in run
     ]
-    for p, n in zip(protos, nodes, strict=True):
+    for p, n in zip(protos, run, strict=True):
         p.attribute.extend(n.attributes)
     g = helper.make_graph(protos, "fold", [], [helper.make_empty_tensor_value_info(o)
                                              for o in outs], inits)

@@ -59,16 +59,18 @@ def egraph_size(eg: bindings.EGraph) -> int:
 
 def install(enc: Encoded, rulesets: Sequence[RuleSet]) -> list[str]:
     """Declare every rule of `rulesets` in the e-graph (one egglog ruleset); returns names."""
-    text = [f"(ruleset {RULES})"]
+    enc.egraph.parse_and_run_program(f"(ruleset {RULES})")
     names: list[str] = []
     for rs in rulesets:
         for rule in rs:
-            text += rule.compile(RULES)
+            try:  # one call per rule, so that an error names the rule at fault
+                enc.egraph.parse_and_run_program("\n".join(rule.compile(RULES)))
+            except bindings.EggSmolError as e:
+                raise RuleError(
+                    f"{rule.name} ({rule.source}) in ruleset '{rs.name}': could not be "
+                    f"compiled to egglog: {str(e).splitlines()[0]}"
+                ) from e
             names.append(rule.name)
-    try:
-        enc.egraph.parse_and_run_program("\n".join(text))
-    except bindings.EggSmolError as e:
-        raise RuleError(f"rules could not be compiled to egglog: {str(e).splitlines()[0]}") from e
     return names
 
 

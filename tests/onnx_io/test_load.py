@@ -185,7 +185,7 @@ def test_conversion_keeps_large_initializers(tmp_path: Path) -> None:
     m = models.wide()
     m.opset_import[0].version, m.ir_version = 11, 6
     src = models.save(m, tmp_path / "old.onnx")
-    g, written, out = round_trip(src, tmp_path)
+    g, _, out = round_trip(src, tmp_path)
     assert g.opset == 17 and g.initializers["w"].ByteSize() >= STUB_BYTES
     assert np.array_equal(g.array("w"), models.rand((256, 64), 6))
     assert_same_outputs(src, out)

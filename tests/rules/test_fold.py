@@ -1,0 +1,166 @@
+"""fold_constants: constant subgraphs become initializers holding exactly ORT's values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+from rewrite.onnx_io import Graph, load, to_model
+from rewrite.rules.fold import fold_constants
+from tests.egraph.models import (
+    assert_bit_identical,
+    const,
+    ints,
+    model,
+    ort_run,
+    rand,
+    vi,
+    write,
+)
+
+
+def loaded(m: onnx.ModelProto, folder: Path) -> Graph:
+    return load(write(m, folder))
+
+
+def ops(g: Graph) -> list[str]:
+    return [n.op_type for n in g.nodes]
+
+
+def test_shape_of_a_static_tensor_folds(tmp_path: Path) -> None:
+    m = model(
+        [
+            h.make_node("Relu", ["x"], ["r"]),
+            h.make_node("Shape", ["r"], ["s"], name="shape"),
+            h.make_node("Reshape", ["z", "s"], ["y"]),
+        ],
+        [vi("x", [2, 3]), vi("z", [6])],
+        [vi("y", [2, 3])],
+    )
+    g, stats = fold_constants(loaded(m, tmp_path))
+    assert stats.folded == {"Shape": 1}
+    assert "Shape" not in ops(g)
+    assert np.array_equal(g.array("s"), ints(2, 3)) and g.array("s").dtype == np.int64
+    assert_bit_identical(m, to_model(g))
+
+
+def test_shape_of_a_symbolic_tensor_is_kept(tmp_path: Path) -> None:
+    m = model(
+        [h.make_node("Shape", ["x"], ["s"]), h.make_node("Reshape", ["x", "s"], ["y"])],
+        [vi("x", ["n", 3])],
+        [vi("y", ["n", 3])],
+    )
+    g, stats = fold_constants(loaded(m, tmp_path))
+    assert stats.total == 0 and "Shape" in ops(g)
+
+
+def test_constant_chain_folds_to_ort_values(tmp_path: Path) -> None:
+    """Constant -> Add -> Mul -> Sqrt: every value is bit for bit what ORT computes."""
+    m = model(
+        [
+            h.make_node("Constant", [], ["c"], value=const("cv", rand((3,), 1))),
+            h.make_node("Add", ["c", "b"], ["c2"], name="add_c"),
+            h.make_node("Mul", ["c2", "c2"], ["c3"], name="mul_c"),
+            h.make_node("Sqrt", ["c3"], ["c4"], name="sqrt_c"),
+            h.make_node("Add", ["x", "c4"], ["y"], name="add_x"),
+        ],
+        [vi("x", [2, 3])],
+        [vi("y", [2, 3])],
+        inits=[const("b", rand((3,), 2))],
+    )
+    g, stats = fold_constants(loaded(m, tmp_path))
+    assert stats.folded == {"Add": 1, "Mul": 1, "Sqrt": 1}
+    assert [n.name for n in g.nodes if n.op_type != "Constant"] == ["add_x"]
+    # ORT's values of the intermediate results, read as extra outputs of the original model.
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    probe.graph.output.extend(vi(name, [3]) for name in ("c2", "c3", "c4"))
+    want = ort_run(probe, {"x": np.zeros((2, 3), np.float32)})
+    for name in ("c2", "c3", "c4"):
+        got = numpy_helper.to_array(g.initializers[name])
+        assert got.dtype == want[name].dtype and got.tobytes() == want[name].tobytes(), name
+    assert_bit_identical(m, to_model(g))
+
+
+def test_large_constant_of_shape_is_not_folded(tmp_path: Path) -> None:
+    shape = const("shape", ints(16, 16))
+    m = model(
+        [
+            h.make_node(
+                "ConstantOfShape", ["shape"], ["big"], value=const("v", np.ones(1, np.float32))
+            ),
+            h.make_node("Add", ["x", "big"], ["y"]),
+        ],
+        [vi("x", [16, 16])],
+        [vi("y", [16, 16])],
+        inits=[shape],
+    )
+    g = loaded(m, tmp_path)
+    kept, stats = fold_constants(g, max_elements=255)
+    assert stats.total == 0 and "ConstantOfShape" in ops(kept)
+    folded, stats = fold_constants(g, max_elements=256)
+    assert stats.folded == {"ConstantOfShape": 1} and "ConstantOfShape" not in ops(folded)
+    assert_bit_identical(m, to_model(folded))
+
+
+def test_nondeterministic_op_is_not_folded(tmp_path: Path) -> None:
+    m = model(
+        [
+            h.make_node("RandomUniform", [], ["r"], shape=[2, 3], dtype=T.FLOAT),
+            h.make_node("Add", ["x", "r"], ["y"]),
+        ],
+        [vi("x", [2, 3])],
+        [vi("y", [2, 3])],
+    )
+    g, stats = fold_constants(loaded(m, tmp_path))
+    assert stats.total == 0 and ops(g) == ["RandomUniform", "Add"]
+
+
+def test_graph_outputs_are_not_folded(tmp_path: Path) -> None:
+    """A constant graph output stays computed by its node (and Shape of one stays too)."""
+    m = model(
+        [
+            h.make_node("Add", ["a", "b"], ["c"], name="add_out"),
+            h.make_node("Shape", ["x"], ["s"], name="shape_out"),
+            h.make_node("Mul", ["x", "c"], ["y"]),
+        ],
+        [vi("x", [3])],
+        [vi("y", [3]), vi("c", [3]), vi("s", [1], T.INT64)],
+        inits=[const("a", rand((3,), 3)), const("b", rand((3,), 4))],
+    )
+    g, stats = fold_constants(loaded(m, tmp_path))
+    assert stats.total == 0
+    assert ops(g) == ["Add", "Shape", "Mul"]
+
+
+def test_other_domains_and_subgraphs_are_not_folded(tmp_path: Path) -> None:
+    branch = h.make_graph(
+        [h.make_node("Identity", ["a"], ["o"])], "b", [], [vi("o", [3])]
+    )
+    m = model(
+        [
+            h.make_node("Gelu", ["a"], ["g"], domain="com.microsoft"),
+            h.make_node("If", ["flag"], ["i"], then_branch=branch, else_branch=branch),
+            h.make_node("Add", ["g", "i"], ["s"]),
+            h.make_node("Add", ["x", "s"], ["y"]),
+        ],
+        [vi("x", [3])],
+        [vi("y", [3])],
+        inits=[const("a", rand((3,), 5)), const("flag", np.array(True))],
+        opsets=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)],
+    )
+    g, stats = fold_constants(loaded(m, tmp_path))
+    assert stats.total == 0
+    assert ops(g) == ops(loaded(m, tmp_path))
+
+
+def test_nothing_to_fold_returns_the_same_graph(tmp_path: Path) -> None:
+    m = model([h.make_node("Relu", ["x"], ["y"])], [vi("x", [3])], [vi("y", [3])])
+    g = loaded(m, tmp_path)
+    out, stats = fold_constants(g)
+    assert out is g and stats.total == 0 and not stats.skipped
