@@ -28,26 +28,58 @@ onnx.checker.check_model(sys.argv[2], full_check=True)
 print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
-STAGES = ("load", "fold", "encode", "cost", "saturate", "snapshot", "extract", "decode",
-          "save", "verify")
+STAGES = (
+    "load",
+    "fold",
+    "encode",
+    "cost",
+    "saturate",
+    "snapshot",
+    "extract",
+    "decode",
+    "save",
+    "verify",
+)
 
 
 def run_model(model: Path, tmp: Path) -> dict[str, object]:
     out, rep = tmp / f"{model.stem}.opt.onnx", tmp / f"{model.stem}.json"
     t = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "rewrite.cli", "optimize", str(model), str(out), "--report",
-         str(rep), "-q"], capture_output=True, text=True, check=False)
+        [
+            sys.executable,
+            "-m",
+            "rewrite.cli",
+            "optimize",
+            str(model),
+            str(out),
+            "--report",
+            str(rep),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - t
     if proc.returncode != 0 or not rep.exists():
         return {"model": model.stem, "error": (proc.stderr or proc.stdout).strip()[-300:]}
     report = json.loads(rep.read_text())
-    floor = subprocess.run([sys.executable, "-c", FLOOR, str(model), str(tmp / "floor.onnx")],
-                           capture_output=True, text=True, check=True).stdout.split()
+    floor = subprocess.run(
+        [sys.executable, "-c", FLOOR, str(model), str(tmp / "floor.onnx")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     for f in tmp.iterdir():
         f.unlink()
-    return {"model": model.stem, "wall": wall, "report": report,
-            "floor_s": float(floor[0]), "floor_rss_mb": float(floor[1])}
+    return {
+        "model": model.stem,
+        "wall": wall,
+        "report": report,
+        "floor_s": float(floor[0]),
+        "floor_rss_mb": float(floor[1]),
+    }
 
 
 def main() -> None:
@@ -69,12 +101,18 @@ def main() -> None:
                 rep = r["report"]
                 st = rep["stages"]
                 total = rep["total_seconds"]
-                rows.append([
-                    m.stem, f"{rep['node_count_before']}->{rep['node_count_after']}",
-                    *(f"{st.get(s, 0.0):.2f}" for s in STAGES), f"{total:.2f}",
-                    f"{rep['peak_rss_mb']:.0f}", f"{r['floor_s']:.2f}",
-                    f"{total / r['floor_s']:.2f}x", rep["status"],
-                ])
+                rows.append(
+                    [
+                        m.stem,
+                        f"{rep['node_count_before']}->{rep['node_count_after']}",
+                        *(f"{st.get(s, 0.0):.2f}" for s in STAGES),
+                        f"{total:.2f}",
+                        f"{rep['peak_rss_mb']:.0f}",
+                        f"{r['floor_s']:.2f}",
+                        f"{total / r['floor_s']:.2f}x",
+                        rep["status"],
+                    ]
+                )
             print(" | ".join(rows[-1]), flush=True)
     md = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     md += ["| " + " | ".join(r) + " |" for r in rows]

@@ -22,22 +22,37 @@ def tiny_bert_block() -> onnx.ModelProto:
     rng = np.random.default_rng(0)
 
     def w(name: str, *shape: int) -> onnx.TensorProto:
-        return numpy_helper.from_array((rng.standard_normal(shape) * 0.05).astype(np.float32),
-                                       name)
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.05).astype(np.float32), name)
 
     def c(name: str, value: object, dtype: type = np.int64) -> onnx.TensorProto:
         return numpy_helper.from_array(np.array(value, dtype=dtype), name)
 
     d = HIDDEN // HEADS
     inits = [
-        w("emb", VOCAB, HIDDEN), w("pos", SEQ, HIDDEN), w("ln1_g", HIDDEN), w("ln1_b", HIDDEN),
-        w("wq", HIDDEN, HIDDEN), w("wk", HIDDEN, HIDDEN), w("wv", HIDDEN, HIDDEN),
-        w("wo", HIDDEN, HIDDEN), w("bo", HIDDEN), w("w1", HIDDEN, 4 * HIDDEN),
-        w("b1", 4 * HIDDEN), w("w2", 4 * HIDDEN, HIDDEN), w("b2", HIDDEN),
-        w("ln2_g", HIDDEN), w("ln2_b", HIDDEN),
-        c("one_f", 1.0, np.float32), c("half", 0.5, np.float32),
-        c("sqrt2", np.sqrt(2.0), np.float32), c("scale", 1.0 / np.sqrt(d), np.float32),
-        c("idx0", 0), c("idx1", 1), c("heads", [HEADS]), c("dh", [d]), c("hid", [HIDDEN]),
+        w("emb", VOCAB, HIDDEN),
+        w("pos", SEQ, HIDDEN),
+        w("ln1_g", HIDDEN),
+        w("ln1_b", HIDDEN),
+        w("wq", HIDDEN, HIDDEN),
+        w("wk", HIDDEN, HIDDEN),
+        w("wv", HIDDEN, HIDDEN),
+        w("wo", HIDDEN, HIDDEN),
+        w("bo", HIDDEN),
+        w("w1", HIDDEN, 4 * HIDDEN),
+        w("b1", 4 * HIDDEN),
+        w("w2", 4 * HIDDEN, HIDDEN),
+        w("b2", HIDDEN),
+        w("ln2_g", HIDDEN),
+        w("ln2_b", HIDDEN),
+        c("one_f", 1.0, np.float32),
+        c("half", 0.5, np.float32),
+        c("sqrt2", np.sqrt(2.0), np.float32),
+        c("scale", 1.0 / np.sqrt(d), np.float32),
+        c("idx0", 0),
+        c("idx1", 1),
+        c("heads", [HEADS]),
+        c("dh", [d]),
+        c("hid", [HIDDEN]),
     ]
     n = helper.make_node
     nodes = [
@@ -92,13 +107,15 @@ def tiny_bert_block() -> onnx.ModelProto:
     for i, node in enumerate(nodes):
         node.name = f"/layer/{node.op_type}_{i}"
     graph = helper.make_graph(
-        nodes, "tiny_bert_block",
+        nodes,
+        "tiny_bert_block",
         [helper.make_tensor_value_info("input_ids", P.INT64, [1, SEQ])],
         [helper.make_tensor_value_info("hidden", P.FLOAT, [1, SEQ, HIDDEN])],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
-                              producer_name="rewrite-examples")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="rewrite-examples"
+    )
     model.ir_version = 8
     helper.set_model_props(model, {"description": "one BERT-style encoder layer, hidden 64"})
     onnx.checker.check_model(model, full_check=True)

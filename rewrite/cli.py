@@ -67,21 +67,42 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("input", help="the model to optimize (never modified)")
     o.add_argument("output", help="where to write the optimized model")
     o.add_argument("--report", metavar="JSON", help="write the report as JSON here")
-    o.add_argument("--ruleset", action="append", metavar="NAME",
-                   help="built-in rule set to use (repeatable; default: all)")
-    o.add_argument("--no-rules", action="store_true",
-                   help="apply no rules (round trip through the e-graph only)")
+    o.add_argument(
+        "--ruleset",
+        action="append",
+        metavar="NAME",
+        help="built-in rule set to use (repeatable; default: all)",
+    )
+    o.add_argument(
+        "--no-rules",
+        action="store_true",
+        help="apply no rules (round trip through the e-graph only)",
+    )
     o.add_argument("--no-fold", action="store_true", help="do not fold constant subgraphs")
-    o.add_argument("--iter-limit", type=int, default=Limits.iterations,
-                   help="saturation iterations (default %(default)s)")
-    o.add_argument("--node-limit", type=int, default=Limits.nodes,
-                   help="e-graph e-nodes (default %(default)s)")
-    o.add_argument("--time-limit", type=float, default=Limits.seconds,
-                   help="saturation seconds (default %(default)s)")
-    o.add_argument("--target", choices=["cpu", "cuda"], default="cpu",
-                   help="cost model target (default %(default)s)")
-    o.add_argument("--no-verify", action="store_true",
-                   help="skip the differential check (not recommended)")
+    o.add_argument(
+        "--iter-limit",
+        type=int,
+        default=Limits.iterations,
+        help="saturation iterations (default %(default)s)",
+    )
+    o.add_argument(
+        "--node-limit", type=int, default=Limits.nodes, help="e-graph e-nodes (default %(default)s)"
+    )
+    o.add_argument(
+        "--time-limit",
+        type=float,
+        default=Limits.seconds,
+        help="saturation seconds (default %(default)s)",
+    )
+    o.add_argument(
+        "--target",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="cost model target (default %(default)s)",
+    )
+    o.add_argument(
+        "--no-verify", action="store_true", help="skip the differential check (not recommended)"
+    )
     o.add_argument("--seed", type=int, default=0, help="seed of the random check inputs")
     o.add_argument("--trials", type=int, default=2, help="random input sets checked")
     o.add_argument("--inputs", metavar="NPZ", help="also check on these inputs (.npz)")

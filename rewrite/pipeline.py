@@ -73,13 +73,12 @@ class _Clock:
         try:
             yield
         finally:
-            self.report.stages[name] = self.report.stages.get(name, 0.0) + (
-                time.perf_counter() - t
-            )
+            self.report.stages[name] = self.report.stages.get(name, 0.0) + (time.perf_counter() - t)
 
 
-def optimize(input_path: str | Path, output_path: str | Path, options: Options | None = None
-             ) -> Report:
+def optimize(
+    input_path: str | Path, output_path: str | Path, options: Options | None = None
+) -> Report:
     """Optimize `input_path` into `output_path`; returns the report (never raises after load
     for a failure of ours: the input graph is written and the report says why)."""
     opts = options or Options()
@@ -91,6 +90,7 @@ def optimize(input_path: str | Path, output_path: str | Path, options: Options |
     with clock.stage("load"):
         graph = load(src)
     report.nodes_before = graph.op_counts()
+    report.notes = list(graph.notes)
     try:
         optimized = _optimize_graph(graph, opts, report, clock)
     except RewriteError as e:
@@ -139,8 +139,12 @@ def _optimize_graph(graph: Graph, opts: Options, report: Report, clock: _Clock) 
     report.saturation = stats.to_json()
     with clock.stage("snapshot"):
         snap = take_snapshot(enc)
-    report.egraph = {"classes": len(snap), "enodes": snap.n_nodes,
-                     "typed_nodes": enc.typed, "opaque_nodes": enc.opaque_nodes}
+    report.egraph = {
+        "classes": len(snap),
+        "enodes": snap.n_nodes,
+        "typed_nodes": enc.typed,
+        "opaque_nodes": enc.opaque_nodes,
+    }
     with clock.stage("extract"):
         costs = node_costs(snap, target)
         choice = greedy(snap, costs)
@@ -187,8 +191,9 @@ def _differential(src: Path, staged: Path, opts: Options) -> DiffResult:
     feeds: list[dict[str, np.ndarray]] = []
     if opts.inputs:
         feeds.append(load_inputs(opts.inputs, str(src)))
-    return differential(str(src), str(staged), feeds=feeds or None, seed=opts.seed,
-                        trials=opts.trials)
+    return differential(
+        str(src), str(staged), feeds=feeds or None, seed=opts.seed, trials=opts.trials
+    )
 
 
 def _check_paths(src: Path, dst: Path) -> None:
@@ -196,8 +201,11 @@ def _check_paths(src: Path, dst: Path) -> None:
         raise ModelError(f"{src}: no such file")
     if dst.exists() and dst.resolve() == src.resolve():
         raise ModelError(f"{dst}: the output path is the input path; refusing to overwrite it")
-    if not dst.parent.exists() and str(dst.parent):
-        raise ModelError(f"{dst}: the output folder {dst.parent} does not exist")
+    folder = dst.parent if str(dst.parent) else Path(".")
+    if not folder.is_dir():
+        raise ModelError(f"{dst}: the output folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ModelError(f"{dst}: the output folder {folder} is not writable")
 
 
 def _options_json(opts: Options) -> dict[str, object]:

@@ -37,6 +37,8 @@ class Report:
     folded: dict[str, int] = field(default_factory=dict)
     verification: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What loading changed (opset conversion, ...), for the record."""
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -106,6 +108,8 @@ class Report:
         v = self.verification
         if v:
             lines.append(f"  verified   {v.get('summary', v.get('ok'))}")
+        for n in self.notes:
+            lines.append(f"  note       {n}")
         for w in self.warnings:
             lines.append(f"  warning    {w}")
         total = sum(self.stages.values())

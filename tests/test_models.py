@@ -38,7 +38,8 @@ def _optimize_and_check(model: Path, tmp_path: Path, *extra: str) -> dict:
     assert report["status"] == "optimized"
     onnx.checker.check_model(str(out), full_check=True)
     ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
-    assert report["verification"]["ok"] is True
+    if "--no-verify" not in extra:
+        assert report["verification"]["ok"] is True
     assert _node_count(out) <= _node_count(model)
     if before is not None:
         assert model.read_bytes() == before, "the input file was modified"
@@ -48,8 +49,12 @@ def _optimize_and_check(model: Path, tmp_path: Path, *extra: str) -> dict:
 @pytest.mark.parametrize("model", LIGHT_MODELS, ids=lambda p: p.stem)
 def test_light_model_optimizes_and_verifies(model: Path, tmp_path: Path) -> None:
     report = _optimize_and_check(model, tmp_path)
-    assert report["saturation"]["stop_reason"] in {"saturated", "iteration_limit", "time_limit",
-                                                   "node_limit"}
+    assert report["saturation"]["stop_reason"] in {
+        "saturated",
+        "iteration_limit",
+        "time_limit",
+        "node_limit",
+    }
 
 
 @pytest.mark.parametrize("model", LIGHT_MODELS[:3], ids=lambda p: p.stem)

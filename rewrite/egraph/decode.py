@@ -144,9 +144,16 @@ class _Decoder:
                 self.taken.add(want)
             implicit.append(want)
         self.nodes.append(
-            Node(entry.op_type, kids, outputs, name=self.node_name(outputs, entry.name),
-                 domain=entry.domain, attributes=list(entry.attributes),
-                 doc_string=entry.doc_string, implicit_inputs=implicit)
+            Node(
+                entry.op_type,
+                kids,
+                outputs,
+                name=self.node_name(outputs, entry.name),
+                domain=entry.domain,
+                attributes=list(entry.attributes),
+                doc_string=entry.doc_string,
+                implicit_inputs=implicit,
+            )
         )
 
     def emit_typed(self, cid: int, node: ENode) -> None:
@@ -158,7 +165,7 @@ class _Decoder:
             if val == default:
                 continue
             attrs.append(helper.make_attribute(aname, list(val) if sort == "VecI" else val))
-        vecs = iter(node.args[len(sig.attrs):])
+        vecs = iter(node.args[len(sig.attrs) :])
         kids = iter(node.children)
         inputs: list[str] = []
         out = self.name_of(cid)
@@ -168,8 +175,9 @@ class _Decoder:
                 inputs.append(self.const_input(arr, f"{out}/input{i}"))
             else:
                 inputs.append(self.name_of(next(kids)))
-        self.nodes.append(Node(node.op, inputs, [out], name=self.node_name([out], None),
-                               attributes=attrs))
+        self.nodes.append(
+            Node(node.op, inputs, [out], name=self.node_name([out], None), attributes=attrs)
+        )
 
     # -- helpers ------------------------------------------------------------------------
     def node_name(self, outputs: list[str], original: str | None) -> str:
@@ -184,18 +192,24 @@ class _Decoder:
         if name in self.inits or name in self.enc.graph.input_set:
             return
         proto = self.enc.const_protos.get(name)
-        self.inits[name] = proto if proto is not None else numpy_helper.from_array(
-            self.enc.consts[name], name)
+        self.inits[name] = (
+            proto if proto is not None else numpy_helper.from_array(self.enc.consts[name], name)
+        )
 
     def const_input(self, arr: np.ndarray, hint: str) -> str:
         for name, existing in self.enc.consts.items():
-            if existing.dtype == arr.dtype and existing.shape == arr.shape and np.array_equal(
-                existing, arr
+            if (
+                existing.dtype == arr.dtype
+                and existing.shape == arr.shape
+                and np.array_equal(existing, arr)
             ):
                 self.add_init(name)
                 return name
-        name = hint if hint not in self.all_original and hint not in self.taken else self.fresh(
-            "const")
+        name = (
+            hint
+            if hint not in self.all_original and hint not in self.taken
+            else self.fresh("const")
+        )
         self.taken.add(name)
         self.enc.consts[name] = arr
         self.add_init(name)
@@ -216,15 +230,15 @@ class _Decoder:
         for out, root in zip(g.outputs, self.choice.roots, strict=True):
             have = self.name_of(root)
             if have != out:
-                self.nodes.append(Node("Identity", [have], [out],
-                                       name=self.fresh("output")))
+                self.nodes.append(Node("Identity", [have], [out], name=self.fresh("output")))
                 self.taken.add(out)
         types = {self.names[c]: self.snap.classes[c].type for c in self.names if self.names[c]}
         for name in g.inputs:
             if name in g.types:
                 types[name] = g.types[name]
-        return Graph(g.header, self.nodes, list(g.inputs), list(g.outputs), self.inits,
-                     types, g.path)
+        return Graph(
+            g.header, self.nodes, list(g.inputs), list(g.outputs), self.inits, types, g.path
+        )
 
 
 def decode(enc: Encoded, snap: Snapshot, choice: Choice) -> Graph:

@@ -195,6 +195,8 @@ class _Encoder:
         elif len(outputs) != 1:
             return None
         attrs = n.attrs
+        if n.op_type == "Dropout":
+            attrs.pop("seed", None)  # only affects training-mode draws
         names = {a[0] for a in sig.attrs}
         if not set(attrs) <= names:
             return None

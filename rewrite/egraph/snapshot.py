@@ -51,8 +51,9 @@ def take_snapshot(enc: Encoded) -> Snapshot:
             continue
         if fname == "TCons":
             for row in fn.rows:
-                lists.setdefault(class_id(row.output),
-                                 (class_id(row.inputs[0]), class_id(row.inputs[1])))
+                lists.setdefault(
+                    class_id(row.output), (class_id(row.inputs[0]), class_id(row.inputs[1]))
+                )
             continue
         if fname == "TNil":
             for row in fn.rows:

@@ -83,8 +83,9 @@ def fold_constants(graph: Graph, *, max_elements: int = MAX_ELEMENTS) -> tuple[G
             continue
         inits[name] = numpy_helper.from_array(np.asarray(arr), name)
         types[name] = TensorType(onnx_dtype(np.asarray(arr)), tuple(np.asarray(arr).shape))
-    out = Graph(graph.header, kept, list(graph.inputs), list(graph.outputs), inits, types,
-                graph.path)
+    out = Graph(
+        graph.header, kept, list(graph.inputs), list(graph.outputs), inits, types, graph.path
+    )
     out._arrays.update(graph._arrays)
     return out, stats
 
@@ -131,20 +132,19 @@ def _evaluate(
     outs = [o for n in nodes for o in n.outputs if o]
     run = [*sources, *nodes]
     protos = [
-        helper.make_node(n.op_type, n.inputs, n.outputs, name=n.name, domain=n.domain)
-        for n in run
+        helper.make_node(n.op_type, n.inputs, n.outputs, name=n.name, domain=n.domain) for n in run
     ]
     for p, n in zip(protos, run, strict=True):
         p.attribute.extend(n.attributes)
-    g = helper.make_graph(protos, "fold", [], [helper.make_empty_tensor_value_info(o)
-                                             for o in outs], inits)
+    g = helper.make_graph(
+        protos, "fold", [], [helper.make_empty_tensor_value_info(o) for o in outs], inits
+    )
     model = helper.make_model(g, opset_imports=list(graph.header.opset_import))
     model.ir_version = graph.header.ir_version or onnx.IR_VERSION
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.intra_op_num_threads = 1
     opts.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     results = sess.run(outs, {})
     return {o: np.asarray(r) for o, r in zip(outs, results, strict=True)}

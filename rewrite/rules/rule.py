@@ -68,8 +68,9 @@ class RuleSet:
             except (OSError, TypeError):
                 src = "?"
             if any(r.name == f.__name__ for r in self.rules):
-                raise RuleError(f"{f.__name__} ({src}): a rule of that name is already in "
-                                f"ruleset '{self.name}'")
+                raise RuleError(
+                    f"{f.__name__} ({src}): a rule of that name is already in ruleset '{self.name}'"
+                )
             self.rules.append(Rule(f.__name__, inspect.getdoc(f) or "", forms, tagset, src))
             return f
 

@@ -97,9 +97,11 @@ def saturate(enc: Encoded, rulesets: Sequence[RuleSet], limits: Limits) -> Satur
                 stats.matches[base] += n
         size = egraph_size(eg)
         stats.sizes.append(size)
-        rules_changed = any(
-            it.rule_set_report.changed for it in report.iterations[:1]
-        ) if report.iterations else False
+        rules_changed = (
+            any(it.rule_set_report.changed for it in report.iterations[:1])
+            if report.iterations
+            else False
+        )
         if not rules_changed:
             stats.stop_reason = "saturated"
             break

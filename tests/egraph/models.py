@@ -43,7 +43,9 @@ def model(
     return m
 
 
-def vi(name: str, shape: list[int | str | None] | None, dtype: int = T.FLOAT) -> onnx.ValueInfoProto:
+def vi(
+    name: str, shape: list[int | str | None] | None, dtype: int = T.FLOAT
+) -> onnx.ValueInfoProto:
     return h.make_tensor_value_info(name, dtype, shape)
 
 
@@ -163,9 +165,7 @@ def custom_domain() -> onnx.ModelProto:
         [vi("y", [2, 3]), vi("z", [2, 3])],
         initializer=[const("k", rand((3,), 6))],
     )
-    return h.make_model(
-        g, opset_imports=[*OPSET, h.make_opsetid("org.example", 1)], ir_version=8
-    )
+    return h.make_model(g, opset_imports=[*OPSET, h.make_opsetid("org.example", 1)], ir_version=8)
 
 
 def output_is_input() -> onnx.ModelProto:

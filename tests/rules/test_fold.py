@@ -139,9 +139,7 @@ def test_graph_outputs_are_not_folded(tmp_path: Path) -> None:
 
 
 def test_other_domains_and_subgraphs_are_not_folded(tmp_path: Path) -> None:
-    branch = h.make_graph(
-        [h.make_node("Identity", ["a"], ["o"])], "b", [], [vi("o", [3])]
-    )
+    branch = h.make_graph([h.make_node("Identity", ["a"], ["o"])], "b", [], [vi("o", [3])])
     m = model(
         [
             h.make_node("Gelu", ["a"], ["g"], domain="com.microsoft"),

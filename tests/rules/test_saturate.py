@@ -126,7 +126,10 @@ def test_multi_form_rule_compiles_with_numbered_names() -> None:
 
     (rule,) = rs
     assert rule.tags == frozenset({"exact", "ort-cpu"})
-    assert [c.rsplit(":name ", 1)[1] for c in rule.compile("r")] == ['"two_forms@0")', '"two_forms@1")']
+    assert [c.rsplit(":name ", 1)[1] for c in rule.compile("r")] == [
+        '"two_forms@0")',
+        '"two_forms@1")',
+    ]
 
 
 def test_unknown_tag_raises() -> None:
@@ -145,10 +148,12 @@ def test_duplicate_rule_name_raises() -> None:
     def twice() -> str:
         return "(rewrite (Neg x) x)"
 
-    with pytest.raises(RuleError, match=r"twice \(test_saturate\.py:\d+\).*already in ruleset 'mine'"):
+    with pytest.raises(
+        RuleError, match=r"twice \(test_saturate\.py:\d+\).*already in ruleset 'mine'"
+    ):
 
         @rs.rule
-        def twice() -> str:  # noqa: F811  # the point of the test
+        def twice() -> str:  # the point of the test
             return "(rewrite (Relu x) x)"
 
     assert len(rs) == 1
@@ -182,5 +187,7 @@ def test_rule_with_invalid_egglog_raises_naming_it(form: str, tmp_path: Path) ->
         return form
 
     enc = encoded(transpose_chain(1), tmp_path)
-    with pytest.raises(RuleError, match=r"broken_rule \(test_saturate\.py:\d+\) in ruleset 'broken'"):
+    with pytest.raises(
+        RuleError, match=r"broken_rule \(test_saturate\.py:\d+\) in ruleset 'broken'"
+    ):
         saturate(enc, [rs], Limits())

@@ -206,7 +206,9 @@ def mul_ones_that_broadcast() -> onnx.ModelProto:
 
 def cast_to_other_dtype() -> onnx.ModelProto:
     return model(
-        [h.make_node("Cast", ["x"], ["y"], to=T.DOUBLE)], [vi("x", [2, 3])], [vi("y", [2, 3], T.DOUBLE)]
+        [h.make_node("Cast", ["x"], ["y"], to=T.DOUBLE)],
+        [vi("x", [2, 3])],
+        [vi("y", [2, 3], T.DOUBLE)],
     )
 
 
