@@ -86,7 +86,7 @@ class _Encoder:
         self.opaque: dict[str, OpaqueEntry] = {}
         self.consts: dict[str, np.ndarray] = {}
         self.const_protos: dict[str, onnx.TensorProto] = {}
-        self.by_content: dict[bytes, str] = {}
+        self.by_content: dict[tuple[object, ...], list[str]] = {}
         self.canon: dict[str, str] = {}
         self.sym_ids: dict[str, int] = {}
         self.symbols: dict[int, str | None] = {}
@@ -122,10 +122,10 @@ class _Encoder:
     def add_const(self, name: str, arr: np.ndarray, proto: onnx.TensorProto | None) -> str:
         """Bind constant `name`; equal constants (dtype, shape, bytes) share the first name."""
         arr = np.asarray(arr)
-        key = hashlib.sha1(
-            f"{arr.dtype}{arr.shape}".encode() + np.ascontiguousarray(arr).tobytes()
-        ).digest()
-        canon = self.by_content.setdefault(key, name)
+        bucket = self.by_content.setdefault(self.const_bucket(arr), [])
+        canon = next((o for o in bucket if np.array_equal(self.consts[o], arr)), name)
+        if canon == name:
+            bucket.append(name)
         self.canon[name] = canon
         if canon == name:
             self.consts[name] = arr
@@ -139,6 +139,20 @@ class _Encoder:
             elif arr.size and np.all(arr == 0):
                 self.lines.append(f"(IsZero {var})")
         return var
+
+    @staticmethod
+    def const_bucket(arr: np.ndarray) -> tuple[object, ...]:
+        """dtype, shape and a strided sample of at most 64 elements: equal constants agree here.
+
+        Only constants in the same bucket are compared in full (hashing every weight costs more).
+        """
+        flat = arr.reshape(-1)
+        sample = flat[:: max(1, flat.size // 64)]
+        return (
+            str(arr.dtype),
+            arr.shape,
+            repr(sample) if arr.dtype == object else sample.tobytes(),
+        )
 
     def ref(self, value: str) -> str:
         return "(Absent)" if not value else self.vars[value]
