@@ -1,123 +1,101 @@
 """cleanup: remove work that computes nothing.
 
-Written exactly as a user's `--rules` file is: a `RuleSet`, and one decorated function per
-rule whose docstring is the identity and whose body returns the egglog forms that apply it.
-Pattern variables are lowercase; `(shape t)` / `(dtype t)` are the shape analysis;
-`IsOne`/`IsZero` hold for constants whose every element is 1 / 0.
+Written exactly as a user's `--rules` file is. Each rule's docstring is its identity; its
+conditions are code. Constant folding and common-subexpression elimination need no rules:
+`rewrite.rules.fold` folds, and the e-graph shares equal computations by construction.
 """
 
-from rewrite.rules import RuleSet
+from rewrite.rules import Int, Ints, Rewrite, RuleSet, Tensor, op, rewrite
 
 CLEANUP = RuleSet("cleanup", doc="identity, no-op and cancelling ops removed")
-MAX_RANK = 6
 
 
 @CLEANUP.rule
-def identity_elim() -> str:
+def identity_elim(x: Tensor) -> Rewrite:
     """Identity(x) = x"""
-    return "(rewrite (Identity x) x)"
+    return rewrite(op.Identity(x)).to(x)
 
 
 @CLEANUP.rule
-def dropout_inference() -> str:
+def dropout_inference(x: Tensor) -> Rewrite:
     """Dropout(x) = x   at inference (no training_mode, mask unused)"""
-    return "(rewrite (Dropout x) x)"
+    return rewrite(op.Dropout(x)).to(x)
 
 
 @CLEANUP.rule
-def double_neg() -> str:
+def double_neg(x: Tensor) -> Rewrite:
     """Neg(Neg(x)) = x"""
-    return "(rewrite (Neg (Neg x)) x)"
+    return rewrite(op.Neg(op.Neg(x))).to(x)
 
 
 @CLEANUP.rule
-def transpose_identity() -> list[str]:
+def transpose_identity(x: Tensor, p: Ints) -> Rewrite:
     """Transpose(x, perm) = x   when perm = (0, 1, ..., r-1)"""
-    return [
-        f"(rewrite (Transpose (vec-of {' '.join(map(str, range(r)))}) x) x)"
-        for r in range(1, MAX_RANK + 1)
-    ]
+    return rewrite(op.Transpose(x, perm=p)).to(x, p.is_identity())
 
 
 @CLEANUP.rule
-def transpose_transpose() -> list[str]:
+def transpose_transpose(x: Tensor, p: Ints, q: Ints) -> Rewrite:
     """Transpose(Transpose(x, p), q) = Transpose(x, p∘q)   with (p∘q)[i] = p[q[i]]"""
-    forms = []
-    for r in range(1, MAX_RANK + 1):
-        composed = " ".join(f"(vec-get p (vec-get q {i}))" for i in range(r))
-        forms.append(
-            f"(rule ((= e (Transpose q (Transpose p x))) (= (vec-length q) {r})) "
-            f"((union e (Transpose (vec-of {composed}) x))))"
-        )
-    return forms
+    return rewrite(op.Transpose(op.Transpose(x, perm=p), perm=q)).to(
+        op.Transpose(x, perm=p.compose(q))
+    )
 
 
 @CLEANUP.rule
-def reshape_reshape() -> list[str]:
+def reshape_reshape(x: Tensor, s1: Ints, s2: Ints, z: Int) -> Rewrite:
     """Reshape(Reshape(x, s1), s2) = Reshape(x, s2)   when s2 has no 0 entry (no copied dim)"""
-    forms = []
-    for r in range(0, MAX_RANK + 1):
-        nonzero = " ".join(f"(!= (vec-get s2 {i}) 0)" for i in range(r))
-        forms.append(
-            f"(rule ((= e (Reshape z2 s2 (Reshape z1 s1 x))) (= (vec-length s2) {r}) {nonzero}) "
-            f"((union e (Reshape z2 s2 x))))"
-        )
-    return forms
+    return rewrite(op.Reshape(op.Reshape(x, shape=s1), shape=s2, allowzero=z)).to(
+        op.Reshape(x, shape=s2, allowzero=z), s2.all_nonzero()
+    )
 
 
 @CLEANUP.rule
-def reshape_noop() -> str:
+def reshape_noop(x: Tensor, s: Ints) -> Rewrite:
     """Reshape(x, s) = x   when shape(Reshape(x, s)) = shape(x)"""
-    return "(rule ((= e (Reshape z s x)) (= (shape e) (shape x))) ((union e x)))"
+    y = op.Reshape(x, shape=s)
+    return rewrite(y).to(x, y.shape == x.shape)
 
 
 @CLEANUP.rule
-def expand_noop() -> str:
+def expand_noop(x: Tensor, s: Ints) -> Rewrite:
     """Expand(x, s) = x   when shape(Expand(x, s)) = shape(x)"""
-    return "(rule ((= e (Expand s x)) (= (shape e) (shape x))) ((union e x)))"
+    y = op.Expand(x, shape=s)
+    return rewrite(y).to(x, y.shape == x.shape)
 
 
 @CLEANUP.rule
-def cast_noop() -> str:
+def cast_noop(x: Tensor, to: Int) -> Rewrite:
     """Cast(x, to) = x   when dtype(x) = to"""
-    return "(rule ((= e (Cast to x)) (= (dtype x) to)) ((union e x)))"
+    return rewrite(op.Cast(x, to=to)).to(x, x.dtype == to)
+
+
+def _neutral(y: Tensor, x: Tensor) -> tuple[object, object]:
+    """y computes x unchanged in shape and dtype (the constant operand does not broadcast x)."""
+    return y.shape == x.shape, y.dtype == x.dtype
 
 
 @CLEANUP.rule
-def mul_one() -> list[str]:
+def mul_one(x: Tensor, c: Tensor) -> list[Rewrite]:
     """x · 1 = 1 · x = x   when shape(x · 1) = shape(x) and dtype(x · 1) = dtype(x)"""
-    return [
-        "(rule ((= e (Mul x c)) (IsOne c) (= (shape e) (shape x)) (= (dtype e) (dtype x))) "
-        "((union e x)))",
-        "(rule ((= e (Mul c x)) (IsOne c) (= (shape e) (shape x)) (= (dtype e) (dtype x))) "
-        "((union e x)))",
-    ]
+    return [rewrite(y).to(x, c.is_one(), *_neutral(y, x)) for y in (x * c, c * x)]
 
 
 @CLEANUP.rule
-def add_zero() -> list[str]:
+def add_zero(x: Tensor, c: Tensor) -> list[Rewrite]:
     """x + 0 = 0 + x = x   when shape(x + 0) = shape(x) and dtype(x + 0) = dtype(x)"""
-    return [
-        "(rule ((= e (Add x c)) (IsZero c) (= (shape e) (shape x)) (= (dtype e) (dtype x))) "
-        "((union e x)))",
-        "(rule ((= e (Add c x)) (IsZero c) (= (shape e) (shape x)) (= (dtype e) (dtype x))) "
-        "((union e x)))",
-    ]
+    return [rewrite(y).to(x, c.is_zero(), *_neutral(y, x)) for y in (x + c, c + x)]
 
 
 @CLEANUP.rule
-def sub_zero() -> str:
+def sub_zero(x: Tensor, c: Tensor) -> Rewrite:
     """x - 0 = x   when shape(x - 0) = shape(x) and dtype(x - 0) = dtype(x)"""
-    return (
-        "(rule ((= e (Sub x c)) (IsZero c) (= (shape e) (shape x)) (= (dtype e) (dtype x))) "
-        "((union e x)))"
-    )
+    y = x - c
+    return rewrite(y).to(x, c.is_zero(), *_neutral(y, x))
 
 
 @CLEANUP.rule
-def div_one() -> str:
+def div_one(x: Tensor, c: Tensor) -> Rewrite:
     """x / 1 = x   when shape(x / 1) = shape(x) and dtype(x / 1) = dtype(x)"""
-    return (
-        "(rule ((= e (Div x c)) (IsOne c) (= (shape e) (shape x)) (= (dtype e) (dtype x))) "
-        "((union e x)))"
-    )
+    y = x / c
+    return rewrite(y).to(x, c.is_one(), *_neutral(y, x))

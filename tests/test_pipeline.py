@@ -11,15 +11,15 @@ from onnx import TensorProto, helper
 
 from rewrite.pipeline import Options, optimize
 from rewrite.report import STATUS_FALLBACK, STATUS_OPTIMIZED
-from rewrite.rules import RuleSet
+from rewrite.rules import Rewrite, RuleSet, Tensor, rewrite
 
 UNSOUND = RuleSet("unsound")
 
 
 @UNSOUND.rule
-def neg_is_identity() -> str:
+def neg_is_identity(x: Tensor) -> Rewrite:
     """Neg(x) = x   (false: a deliberately wrong rule)"""
-    return "(rewrite (Neg x) x)"
+    return rewrite(-x).to(x)
 
 
 def _neg_model(path: Path) -> None:

@@ -157,7 +157,7 @@ class _Decoder:
         )
 
     def emit_typed(self, cid: int, node: ENode) -> None:
-        spec = lookup(node.op)
+        spec = lookup(node.op, node.domain)
         assert spec is not None and spec.egg is not None
         sig = spec.egg
         attrs = []
@@ -176,7 +176,8 @@ class _Decoder:
             else:
                 inputs.append(self.name_of(next(kids)))
         self.nodes.append(
-            Node(node.op, inputs, [out], name=self.node_name([out], None), attributes=attrs)
+            Node(node.op, inputs, [out], name=self.node_name([out], None), domain=spec.domain,
+                 attributes=attrs)
         )
 
     # -- helpers ------------------------------------------------------------------------

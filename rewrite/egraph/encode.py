@@ -133,6 +133,13 @@ class _Encoder:
                 self.const_protos[name] = proto
         var = self.bind(name, f"(Init {q(canon)})")
         self.seed_type(var, TensorType(onnx_dtype(arr), arr.shape))
+        if canon == name:
+            self.lines.append(f"(IsConst {var})")
+        if canon == name and arr.size == 1 and arr.dtype.kind in "fiub":
+            self.lines.append(f"(IsScalar {var})")
+            value = float(arr.reshape(-1)[0])
+            if math.isfinite(value):
+                self.lines.append(f"(set (scalar-value {var}) {literal(value, 'f64')})")
         if canon == name and arr.size <= _SMALL_CONST and arr.dtype != object:
             if arr.size and np.all(arr == 1):
                 self.lines.append(f"(IsOne {var})")

@@ -55,13 +55,30 @@ PRELUDE = """
 (relation bcast-req (VecI VecI))
 (relation IsOne (T))
 (relation IsZero (T))
+(relation IsConst (T))
+(relation IsScalar (T))
+(function scalar-value (T) f64 :merge old)
 (ruleset shapes)
 """
 
 
+DOMAIN_PREFIX = {"": "", "com.microsoft": "ms_"}
+"""egglog constructor prefix per op domain (ops of other domains are never typed)."""
+
+
 def typed_specs() -> list[OpSpec]:
     """Registered ops with a typed constructor, in a stable order."""
-    return [s for s in all_specs() if s.egg is not None and s.domain == ""]
+    return [s for s in all_specs() if s.egg is not None and s.domain in DOMAIN_PREFIX]
+
+
+def egg_name(spec: OpSpec) -> str:
+    """The egglog constructor of a typed op: its name, prefixed for non-default domains."""
+    return DOMAIN_PREFIX[spec.domain] + spec.name
+
+
+def constructors() -> dict[str, OpSpec]:
+    """egglog constructor name -> spec, for every typed op."""
+    return {egg_name(s): s for s in typed_specs()}
 
 
 def constructor(spec: OpSpec) -> str:
@@ -69,7 +86,7 @@ def constructor(spec: OpSpec) -> str:
     sorts = [sort for _, sort, _ in spec.egg.attrs]
     sorts += ["VecI"] * len(spec.egg.const_inputs)
     sorts += ["T"] * spec.egg.n_inputs
-    return f"(constructor {spec.name} ({' '.join(sorts)}) T)"
+    return f"(constructor {egg_name(spec)} ({' '.join(sorts)}) T)"
 
 
 def _vars(spec: OpSpec) -> tuple[list[str], list[str]]:
@@ -81,7 +98,7 @@ def _vars(spec: OpSpec) -> tuple[list[str], list[str]]:
 
 def _pattern(spec: OpSpec) -> str:
     args, xs = _vars(spec)
-    return f"(= e ({spec.name} {' '.join(args + xs)}))"
+    return f"(= e ({egg_name(spec)} {' '.join(args + xs)}))"
 
 
 def shape_rules(spec: OpSpec) -> list[str]:
@@ -95,7 +112,7 @@ def shape_rules(spec: OpSpec) -> list[str]:
             f'(rule ({pat} {query}) ({action}) :ruleset shapes :name "shape-{name}-{tag}")'
         )
 
-    if name in _SAME_SHAPE:
+    if name in _SAME_SHAPE and spec.domain in ("", "com.microsoft"):
         rule("(= s (shape x0))", "(set (shape e) s)", "s")
         rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
     elif name == "Cast":

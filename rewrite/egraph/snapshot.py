@@ -14,7 +14,7 @@ from typing import Any
 from egglog import bindings
 
 from rewrite.egraph.encode import Encoded
-from rewrite.egraph.schema import SYM_BASE
+from rewrite.egraph.schema import SYM_BASE, constructors
 from rewrite.errors import ShapeError
 from rewrite.extract.snapshot import EClass, ENode, OpaqueInfo, Snapshot
 from rewrite.ops.base import UNKNOWN, TensorType
@@ -44,6 +44,7 @@ def take_snapshot(enc: Encoded) -> Snapshot:
     dtypes: dict[int, int] = {}
     globals_: dict[str, int] = {}
     opaque_rows: list[tuple[int, str, str, str, int, str]] = []
+    typed = constructors()
     for fname, fn in frozen.functions.items():
         if fn.is_let_binding:
             for row in fn.rows:
@@ -85,7 +86,9 @@ def take_snapshot(enc: Encoded) -> Snapshot:
                     kids.append(class_id(v))
                 else:
                     args.append(decoders[sort](v))
-            cls.nodes.append(ENode(fname, tuple(kids), tuple(args)))
+            spec = typed.get(fname)
+            op, domain = (spec.name, spec.domain) if spec is not None else (fname, "")
+            cls.nodes.append(ENode(op, tuple(kids), tuple(args), domain=domain))
     for cid, dom, op, key, tl, _ in opaque_rows:
         kids = _flatten(lists, tl)
         classes[cid].nodes.append(ENode(op, tuple(kids), (key,), domain=dom, opaque=True))

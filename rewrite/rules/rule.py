@@ -1,48 +1,73 @@
-"""Rules and rule sets: a named identity plus the egglog commands that apply it.
+"""Rules and rule sets.
 
-A rule is a function decorated with `@RULESET.rule`: its name is the rule's name in every
-report, its docstring is the identity and its condition, and it returns the egglog
-`(rewrite ...)` / `(rule ...)` forms that apply it (without `:ruleset`/`:name`, which the
-compiler adds). A `RuleSet` is a value, not a global registry: built-in rule sets in
-`rulesets/` are written exactly as a user's `--rules` file is.
+A rule is a function decorated with `@RULESET.rule`. Its parameters are the pattern
+variables, typed `Tensor` (a tensor), `Ints` (an int-list attribute), `Int` or `Float`; its
+name is the rule's name in every report; its docstring states the identity and its condition;
+it returns `rewrite(lhs).to(rhs, *conditions)` (or a list of them, e.g. both operand orders):
+
+    @ALGEBRA.rule
+    def matmul_factor_left(a: Tensor, b: Tensor, c: Tensor) -> Rewrite:
+        \"\"\"MatMul(A, B) + MatMul(A, C) = MatMul(A, B + C)   when shape(B) == shape(C).\"\"\"
+        return rewrite(a @ b + a @ c).to(a @ (b + c), b.shape == c.shape)
+
+A `RuleSet` is a value, not a global registry; built-in rule sets in `rulesets/` are written
+exactly as a user's `--rules` file is.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rewrite.errors import RuleError
+from rewrite.rules.language import Float, Int, Ints, Rewrite, Var
 
 TAGS = frozenset({"exact", "approximate", "portable", "ort-cpu", "ort-cuda"})
+_PARAM_KINDS: dict[str, Callable[[str], Any]] = {
+    "Tensor": Var,
+    "Var": Var,
+    "Ints": Ints,
+    "Int": Int,
+    "Float": Float,
+}
 
 
 @dataclass(frozen=True)
 class Rule:
     name: str
     doc: str
-    forms: tuple[str, ...]
-    """egglog `rewrite`/`rule`/`birewrite` forms, each missing its closing `:ruleset`/`:name`."""
+    rewrites: tuple[Rewrite, ...]
     tags: frozenset[str] = frozenset({"exact", "portable"})
     source: str = ""
     """file:line of the rule's definition."""
+    params: tuple[tuple[str, str], ...] = ()
+    """(name, kind) of the pattern variables, kind in Tensor/Ints/Int/Float."""
 
     @property
     def identity(self) -> str:
         return self.doc.strip().splitlines()[0] if self.doc.strip() else self.name
 
+    @property
+    def exact(self) -> bool:
+        return "approximate" not in self.tags
+
     def compile(self, ruleset: str) -> list[str]:
         """The egglog commands of this rule in `ruleset`, named `name` (or `name@k`)."""
+        from rewrite.rules.compile import compile_rewrite
+
+        forms = [f for rw in self.rewrites for f in compile_rewrite(rw, self.where)]
         out = []
-        for k, form in enumerate(self.forms):
-            body = form.strip()
-            if not body.startswith("(") or not body.endswith(")"):
-                raise RuleError(f"{self.name} ({self.source}): form {k} is not an s-expression")
-            label = self.name if len(self.forms) == 1 else f"{self.name}@{k}"
-            out.append(f'{body[:-1]} :ruleset {ruleset} :name "{label}")')
+        for k, form in enumerate(forms):
+            label = self.name if len(forms) == 1 else f"{self.name}@{k}"
+            out.append(f'{form[:-1]} :ruleset {ruleset} :name "{label}")')
         return out
+
+    @property
+    def where(self) -> str:
+        return f"{self.name} ({self.source})"
 
 
 @dataclass
@@ -52,32 +77,77 @@ class RuleSet:
     doc: str = ""
 
     def rule(
-        self, fn: Callable[[], str | Iterable[str]] | None = None, *, tags: Iterable[str] = ()
-    ) -> Callable[..., Callable[[], str | Iterable[str]]] | Callable[[], str | Iterable[str]]:
-        """Decorator: register `fn` (returns the egglog form or forms) as a rule."""
+        self, fn: Callable[..., Any] | None = None, *, tags: Iterable[str] = ()
+    ) -> Any:
+        """Decorator: build a `Rule` from `fn` and add it (`@RS.rule` or `@RS.rule(tags=...)`)."""
 
-        def register(f: Callable[[], str | Iterable[str]]) -> Callable[[], str | Iterable[str]]:
-            forms = f()
-            forms = (forms,) if isinstance(forms, str) else tuple(forms)
-            bad = set(tags) - TAGS
-            if bad:
-                raise RuleError(f"{f.__name__}: unknown tags {sorted(bad)}; known: {sorted(TAGS)}")
-            tagset = frozenset(tags) or frozenset({"exact", "portable"})
-            try:
-                src = f"{Path(inspect.getsourcefile(f) or '?').name}:{inspect.getsourcelines(f)[1]}"
-            except (OSError, TypeError):
-                src = "?"
-            if any(r.name == f.__name__ for r in self.rules):
-                raise RuleError(
-                    f"{f.__name__} ({src}): a rule of that name is already in ruleset '{self.name}'"
-                )
-            self.rules.append(Rule(f.__name__, inspect.getdoc(f) or "", forms, tagset, src))
+        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+            self.add(make_rule(f, tags))
             return f
 
         return register(fn) if fn is not None else register
+
+    def add(self, rule: Rule) -> None:
+        if any(r.name == rule.name for r in self.rules):
+            raise RuleError(f"{rule.where}: a rule of that name is already in ruleset "
+                            f"'{self.name}'")
+        self.rules.append(rule)
+
+    def without(self, names: Sequence[str]) -> RuleSet:
+        return RuleSet(self.name, [r for r in self.rules if r.name not in names], self.doc)
 
     def __iter__(self) -> Iterator[Rule]:
         return iter(self.rules)
 
     def __len__(self) -> int:
         return len(self.rules)
+
+
+def source_of(f: Callable[..., Any]) -> str:
+    try:
+        file = inspect.getsourcefile(f) or "?"
+        return f"{Path(file).name}:{inspect.getsourcelines(f)[1]}"
+    except (OSError, TypeError):
+        return "?"
+
+
+def make_rule(f: Callable[..., Any], tags: Iterable[str] = ()) -> Rule:
+    """Call the rule function on fresh pattern variables and check what it returns."""
+    src = source_of(f)
+    where = f"{f.__name__} ({src})"
+    tagset = frozenset(tags)
+    bad = tagset - TAGS
+    if bad:
+        raise RuleError(f"{where}: unknown tags {sorted(bad)}; known: {sorted(TAGS)}")
+    if not tagset & {"exact", "approximate"}:
+        tagset |= {"exact"}
+    if not tagset & {"portable", "ort-cpu", "ort-cuda"}:
+        tagset |= {"portable"}
+    if {"exact", "approximate"} <= tagset:
+        raise RuleError(f"{where}: a rule is either exact or approximate, not both")
+    params: list[tuple[str, str]] = []
+    args = []
+    for p in inspect.signature(f).parameters.values():
+        ann = p.annotation
+        kind = ann if isinstance(ann, str) else getattr(ann, "__name__", "")
+        kind = kind.rsplit(".", 1)[-1]
+        if kind not in _PARAM_KINDS:
+            raise RuleError(f"{where}: parameter {p.name} needs a type: Tensor, Ints, Int or "
+                            "Float")
+        params.append((p.name, kind))
+        args.append(_PARAM_KINDS[kind](p.name))
+    try:
+        body = f(*args)
+    except RuleError as e:
+        raise RuleError(f"{where}: {e}") from e
+    except TypeError as e:
+        raise RuleError(f"{where}: {e}") from e
+    rewrites = (body,) if isinstance(body, Rewrite) else tuple(body or ())
+    if not rewrites or not all(isinstance(r, Rewrite) for r in rewrites):
+        raise RuleError(f"{where}: a rule returns rewrite(lhs).to(rhs, ...) or a list of them")
+    for rw in rewrites:
+        if not rw.rhs:
+            raise RuleError(f"{where}: rewrite(...) has no .to(...)")
+    rule = Rule(f.__name__, inspect.getdoc(f) or "", rewrites, tagset, src, tuple(params))
+    rule.compile("check")  # unbound variables, unknown attributes: fail at definition
+    return rule

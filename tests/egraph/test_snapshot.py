@@ -12,7 +12,7 @@ from rewrite.egraph.snapshot import take_snapshot
 from rewrite.extract import Snapshot
 from rewrite.onnx_io import load
 from rewrite.ops.base import TensorType
-from rewrite.rules import RuleSet
+from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
 from rewrite.rules.saturate import Limits, saturate
 from rulesets.cleanup import CLEANUP
 from tests.egraph import models as mk
@@ -24,21 +24,18 @@ NEW_TERMS = RuleSet("new_terms")
 
 
 @NEW_TERMS.rule
-def matmul_by_transposes() -> str:
-    """A @ B = (Bᵀ @ Aᵀ)ᵀ   (new Transpose and MatMul classes)"""
-    return (
-        "(rewrite (MatMul a b) (Transpose (vec-of 0 2 1) "
-        "(MatMul (Transpose (vec-of 1 0) b) (Transpose (vec-of 0 2 1) a))))"
-    )
+def matmul_by_transposes(a: Tensor, b: Tensor) -> Rewrite:
+    """A @ B = (Bᵀ @ Aᵀ)ᵀ   for A of rank 3, B of rank 2 (new Transpose and MatMul classes)"""
+    bt = op.Transpose(b, perm=[1, 0])
+    at = op.Transpose(a, perm=[0, 2, 1])
+    return rewrite(a @ b).to(op.Transpose(bt @ at, perm=[0, 2, 1]), a.rank == 3, b.rank == 2)
 
 
 @NEW_TERMS.rule
-def neg_through_flat() -> str:
+def neg_through_flat(x: Tensor) -> Rewrite:
     """-x = reshape(-flat(x), shape(x))   (a Reshape by -1: typed only by the Python `infer`)"""
-    return (
-        "(rule ((= e (Neg x)) (= s (shape x))) "
-        "((union e (Reshape 0 s (Neg (Reshape 0 (vec-of -1) x))))))"
-    )
+    flat = op.Reshape(x, shape=[-1])
+    return rewrite(-x).to(op.Reshape(-flat, shape=x.shape))
 
 
 def snapshot_of(m: onnx.ModelProto, folder: Path) -> tuple[Encoded, Snapshot]:

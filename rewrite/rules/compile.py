@@ -1,0 +1,264 @@
+"""Rule -> egglog: one `(rule (query...) ((union root rhs)...))` per rank variant.
+
+Left sides become query atoms `(= nK (Ctor attrs... inputs...))`; tensor variables are egglog
+variables (a repeated variable is a join); an attribute left unspecified on the left matches
+anything. Guards become query atoms over the shape analysis (`shape`, `dtype`) and constant
+facts (`IsOne`, `IsZero`, `IsConst`, `IsScalar`, `scalar-value`). Values derived from
+attributes (`p.compose(q)`) are computed in the query, never in the actions: a failing
+primitive there only fails the match, while in an action it would abort the process.
+Operations that need a vector's length (compose, is_identity, all_nonzero) are compiled once
+per rank 1..MAX_RANK with a length guard on every `Ints` variable they use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rewrite.egraph.schema import MAX_RANK, SYM_BASE, egg_name
+from rewrite.errors import RuleError
+from rewrite.ops.registry import lookup
+from rewrite.rules.language import (
+    And,
+    App,
+    AttrVar,
+    BinOp,
+    Call,
+    Cmp,
+    Expr,
+    Lit,
+    Rewrite,
+    Term,
+    Var,
+    show,
+)
+
+_RANKED = frozenset({"compose", "is_identity", "all_nonzero"})
+
+
+class _NeedsRankError(Exception):
+    """Raised while compiling without a rank when an operation needs one."""
+
+
+@dataclass
+class _Ctx:
+    rank: int | None
+    where: str
+    atoms: list[str] = field(default_factory=list)
+    terms: dict[Term, str] = field(default_factory=dict)
+    attrs: dict[str, str] = field(default_factory=dict)
+    ranked: set[str] = field(default_factory=set)
+    counter: int = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+
+def compile_rewrite(rw: Rewrite, where: str) -> list[str]:
+    """The egglog `rule` forms of one rewrite (one, or one per rank), without `:ruleset`."""
+    try:
+        return [_compile(rw, _Ctx(None, where))]
+    except _NeedsRankError:
+        return [_compile(rw, _Ctx(r, where)) for r in range(1, MAX_RANK + 1)]
+
+
+def _compile(rw: Rewrite, ctx: _Ctx) -> str:
+    roots = []
+    for lhs in rw.lhs:
+        if not isinstance(lhs, App):
+            raise RuleError(f"{ctx.where}: a left side must be an op, not the variable {lhs}")
+        roots.append(_pattern(lhs, ctx))
+    for g in rw.guards:
+        _guard(g, ctx)
+    actions = [f"(union {root} {_template(rhs, ctx)})" for root, rhs in
+               zip(roots, rw.rhs, strict=True)]
+    for name in sorted(ctx.ranked):
+        ctx.atoms.append(f"(= (vec-length {name}) {ctx.rank})")
+    return f"(rule ({' '.join(ctx.atoms)}) ({' '.join(actions)}))"
+
+
+# -- left side -------------------------------------------------------------------------------
+
+
+def _signature(app: App, ctx: _Ctx) -> tuple[Any, list[tuple[str, str, Any]]]:
+    spec = lookup(app.op, app.domain)
+    if spec is None or spec.egg is None:
+        raise RuleError(f"{ctx.where}: op {app.op} cannot be used in rules (no typed form)")
+    return spec, _param_list(spec)
+
+
+def _param_list(spec: Any) -> list[tuple[str, str, Any]]:
+    """(name, sort, default) of every non-tensor argument, in constructor order."""
+    from rewrite.rules.ops import const_input_names
+
+    params = list(spec.egg.attrs)
+    params += [(n, "VecI", None) for n in const_input_names(spec)]
+    return params
+
+
+def _pattern(t: Term, ctx: _Ctx) -> str:
+    if t in ctx.terms:
+        return ctx.terms[t]
+    if isinstance(t, Var):
+        ctx.terms[t] = f"_v_{t.name}"
+        return ctx.terms[t]
+    assert isinstance(t, App)
+    spec, params = _signature(t, ctx)
+    given = dict(t.attrs)
+    args = []
+    for name, sort, _default in params:
+        v = given.get(name)
+        if v is None:
+            args.append(ctx.fresh("_w"))
+        elif isinstance(v, AttrVar):
+            args.append(_attr_var(v, ctx))
+        elif isinstance(v, Lit):
+            args.append(_lit(v, sort))
+        else:
+            raise RuleError(f"{ctx.where}: attribute {name}={show(v)} on the left side must be "
+                            "a variable or a literal")
+    kids = [_pattern(i, ctx) for i in t.inputs]
+    node = ctx.fresh("_n")
+    ctx.atoms.append(f"(= {node} ({egg_name(spec)} {' '.join(args + kids)}))")
+    ctx.terms[t] = node
+    return node
+
+
+def _attr_var(v: AttrVar, ctx: _Ctx) -> str:
+    if v.name not in ctx.attrs:
+        ctx.attrs[v.name] = f"_a_{v.name}"
+    return ctx.attrs[v.name]
+
+
+# -- right side ------------------------------------------------------------------------------
+
+
+def _template(t: Term, ctx: _Ctx) -> str:
+    if t in ctx.terms:
+        return ctx.terms[t]
+    if isinstance(t, Var):
+        raise RuleError(f"{ctx.where}: variable {t.name} on the right side is not bound by the "
+                        "left side")
+    assert isinstance(t, App)
+    spec, params = _signature(t, ctx)
+    given = dict(t.attrs)
+    args = []
+    for name, sort, default in params:
+        v = given.get(name)
+        if v is None:
+            if default is None:
+                raise RuleError(f"{ctx.where}: {t.op} on the right side needs {name}=...")
+            args.append(_lit(Lit(default), sort))
+        elif isinstance(v, AttrVar):
+            if v.name not in ctx.attrs:
+                raise RuleError(f"{ctx.where}: attribute variable {v.name} on the right side is "
+                                "not bound by the left side")
+            args.append(ctx.attrs[v.name])
+        elif isinstance(v, Lit):
+            args.append(_lit(v, sort))
+        else:  # derived: computed in the query
+            d = ctx.fresh("_d")
+            ctx.atoms.append(f"(= {d} {_expr(v, ctx)})")
+            args.append(d)
+    kids = [_template(i, ctx) for i in t.inputs]
+    return f"({egg_name(spec)} {' '.join(args + kids)})"
+
+
+# -- guards and expressions --------------------------------------------------------------------
+
+
+def _guard(g: Expr, ctx: _Ctx) -> None:
+    if isinstance(g, And):
+        for p in g.parts:
+            _guard(p, ctx)
+    elif isinstance(g, Cmp):
+        op = {"==": "=", "!=": "!="}.get(g.op, g.op)
+        ctx.atoms.append(f"({op} {_expr(g.left, ctx)} {_expr(g.right, ctx)})")
+    elif isinstance(g, Call) and g.kind == "bool":
+        ctx.atoms.append(_bool_call(g, ctx))
+    else:
+        raise RuleError(f"{ctx.where}: {show(g)} is not a condition")
+
+
+_FACTS = {"is_one": "IsOne", "is_zero": "IsZero", "is_const": "IsConst", "is_scalar": "IsScalar"}
+
+
+def _bool_call(c: Call, ctx: _Ctx) -> str:
+    if c.fn in _FACTS:
+        return f"({_FACTS[c.fn]} {_term_ref(c.args[0], ctx)})"
+    if c.fn in _RANKED:
+        return _ranked(c, ctx)
+    raise RuleError(f"{ctx.where}: unknown condition {show(c)}")
+
+
+def _term_ref(t: Any, ctx: _Ctx) -> str:
+    if not isinstance(t, Term) or t not in ctx.terms:
+        raise RuleError(f"{ctx.where}: {show(t)} in a condition is not part of the left side")
+    return ctx.terms[t]
+
+
+def _expr(e: Any, ctx: _Ctx) -> str:
+    if isinstance(e, AttrVar):
+        if e.name not in ctx.attrs:
+            raise RuleError(f"{ctx.where}: attribute variable {e.name} is not bound by the left "
+                            "side")
+        return ctx.attrs[e.name]
+    if isinstance(e, Lit):
+        return _lit(e, {"ints": "VecI", "float": "f64"}.get(e.kind, "i64"))
+    if isinstance(e, BinOp):
+        return f"({e.op} {_expr(e.left, ctx)} {_expr(e.right, ctx)})"
+    if isinstance(e, Call):
+        if e.fn == "shape":
+            return f"(shape {_term_ref(e.args[0], ctx)})"
+        if e.fn == "dtype":
+            return f"(dtype {_term_ref(e.args[0], ctx)})"
+        if e.fn == "rank":
+            return f"(vec-length (shape {_term_ref(e.args[0], ctx)}))"
+        if e.fn == "dim":
+            s = f"(shape {_term_ref(e.args[0], ctx)})"
+            i = int(e.args[1])
+            d = f"(vec-get {s} {i})" if i >= 0 else f"(vec-get {s} (+ (vec-length {s}) {i}))"
+            return d
+        if e.fn == "value":
+            return f"(scalar-value {_term_ref(e.args[0], ctx)})"
+        if e.fn == "length":
+            return f"(vec-length {_expr(e.args[0], ctx)})"
+        if e.fn == "index":
+            return f"(vec-get {_expr(e.args[0], ctx)} {int(e.args[1])})"
+        if e.fn in _RANKED:
+            return _ranked(e, ctx)
+    raise RuleError(f"{ctx.where}: cannot compile {show(e)}")
+
+
+def _ranked(c: Call, ctx: _Ctx) -> str:
+    if ctx.rank is None:
+        raise _NeedsRankError
+    r = ctx.rank
+    vecs = [_expr(a, ctx) for a in c.args]
+    for a in c.args:
+        if isinstance(a, AttrVar):
+            ctx.ranked.add(_expr(a, ctx))
+    if c.fn == "is_identity":
+        return f"(= {vecs[0]} (vec-of {' '.join(map(str, range(r)))}))"
+    if c.fn == "all_nonzero":
+        return " ".join(f"(!= (vec-get {vecs[0]} {i}) 0)" for i in range(r))
+    p, q = vecs
+    return "(vec-of " + " ".join(f"(vec-get {p} (vec-get {q} {i}))" for i in range(r)) + ")"
+
+
+def _lit(v: Lit, sort: str) -> str:
+    val = v.value
+    if sort == "VecI" or isinstance(val, tuple):
+        items = " ".join(str(int(x)) for x in val)
+        return f"(vec-of {items})" if items else "(vec-empty)"
+    if sort == "f64":
+        f = float(val)
+        s = repr(f)
+        return s if ("." in s or "e" in s or "inf" in s or "nan" in s) else f"{s}.0"
+    if sort == "String":
+        return '"' + str(val).replace('"', '\\"') + '"'
+    return str(int(val))
+
+
+__all__ = ["SYM_BASE", "compile_rewrite"]

@@ -1,0 +1,390 @@
+"""The rule language: patterns over op constructors, attribute expressions, guards.
+
+A rule's left and right sides are `Term`s: pattern variables (`Tensor` parameters of the
+rule function) and op applications (`op.MatMul(a, b)`, `a @ b`, `op.Transpose(x, perm=p)`).
+Attribute values are `Ints` / `Int` / `Float` parameters (pattern variables that bind an
+attribute), literals, or expressions over them (`p.compose(q)`). Guards are boolean
+expressions over shapes, dtypes, attributes and constant facts (`b.shape == c.shape`,
+`x.rank == 4`, `c.is_one()`, `p.is_identity()`). Everything is a value: the compiler turns it
+into an egglog rule, the evaluator runs it on concrete arrays, the prover on Z3 terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+# --------------------------------------------------------------------------------------------
+# attribute-level expressions (compile to egglog primitives: i64, f64, VecI)
+
+
+class Expr:
+    """An integer/float/vector/boolean expression over attributes, shapes and dtypes."""
+
+    kind: str = "int"  # "int", "float", "ints", "bool", "shape", "dtype"
+
+    def _bin(self, op: str, other: Any, kind: str | None = None) -> BinOp:
+        return BinOp(op, self, lift(other), kind or self.kind)
+
+    def __eq__(self, other: object) -> Cmp:  # type: ignore[override]
+        return Cmp("==", self, lift(other))
+
+    def __ne__(self, other: object) -> Cmp:  # type: ignore[override]
+        return Cmp("!=", self, lift(other))
+
+    def __lt__(self, other: Any) -> Cmp:
+        return Cmp("<", self, lift(other))
+
+    def __le__(self, other: Any) -> Cmp:
+        return Cmp("<=", self, lift(other))
+
+    def __gt__(self, other: Any) -> Cmp:
+        return Cmp(">", self, lift(other))
+
+    def __ge__(self, other: Any) -> Cmp:
+        return Cmp(">=", self, lift(other))
+
+    def __add__(self, other: Any) -> BinOp:
+        return self._bin("+", other)
+
+    def __sub__(self, other: Any) -> BinOp:
+        return self._bin("-", other)
+
+    def __mul__(self, other: Any) -> BinOp:
+        return self._bin("*", other)
+
+    def __mod__(self, other: Any) -> BinOp:
+        return self._bin("%", other)
+
+    def __floordiv__(self, other: Any) -> BinOp:
+        return self._bin("/", other)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+@dataclass(eq=False)
+class Lit(Expr):
+    value: Any
+    kind: str = "int"
+
+
+@dataclass(eq=False)
+class AttrVar(Expr):
+    """A pattern variable that binds an attribute value (an `Ints`, `Int` or `Float`)."""
+
+    name: str
+    kind: str = "int"
+
+    def __hash__(self) -> int:
+        return hash(("attr", self.name))
+
+
+@dataclass(eq=False)
+class BinOp(Expr):
+    op: str
+    left: Expr
+    right: Expr
+    kind: str = "int"
+
+
+@dataclass(eq=False)
+class Cmp(Expr):
+    op: str
+    left: Expr
+    right: Expr
+    kind: str = "bool"
+
+    def __and__(self, other: Expr) -> And:
+        return And((self, other))
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            "a rule condition cannot be used as a Python bool: pass it to .to(rhs, cond, ...)"
+        )
+
+
+@dataclass(eq=False)
+class And(Expr):
+    parts: tuple[Expr, ...]
+    kind: str = "bool"
+
+
+@dataclass(eq=False)
+class Call(Expr):
+    """A named operation on expressions: compose, is_identity, len, index, facts, ..."""
+
+    fn: str
+    args: tuple[Any, ...]
+    kind: str = "int"
+
+    def __getitem__(self, i: int) -> Call:
+        return Call("index", (self, i), "int")
+
+
+class Ints(AttrVar):
+    """A pattern variable binding an integer-list attribute (perm, axes, a shape vector)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "ints")
+
+    def compose(self, other: Expr) -> Call:
+        """(self ∘ other)[i] = self[other[i]]: the perm of Transpose(Transpose(x, self), other)."""
+        return Call("compose", (self, other), "ints")
+
+    def is_identity(self) -> Call:
+        """self == (0, 1, ..., len-1)."""
+        return Call("is_identity", (self,), "bool")
+
+    def all_nonzero(self) -> Call:
+        return Call("all_nonzero", (self,), "bool")
+
+    def __len__(self) -> int:
+        raise TypeError("use p.length() inside rules")
+
+    def length(self) -> Call:
+        return Call("length", (self,), "int")
+
+    def __getitem__(self, i: int) -> Call:
+        return Call("index", (self, i), "int")
+
+
+class Int(AttrVar):
+    """A pattern variable binding an integer attribute (axis, to, ...)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "int")
+
+
+class Float(AttrVar):
+    """A pattern variable binding a float attribute (epsilon, alpha, ...)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "float")
+
+
+def lift(v: Any) -> Expr:
+    if isinstance(v, Expr):
+        return v
+    if isinstance(v, bool):
+        return Lit(int(v), "int")
+    if isinstance(v, int):
+        return Lit(v, "int")
+    if isinstance(v, float):
+        return Lit(v, "float")
+    if isinstance(v, list | tuple):
+        return Lit(tuple(int(x) for x in v), "ints")
+    raise TypeError(f"cannot use {v!r} in a rule expression")
+
+
+# --------------------------------------------------------------------------------------------
+# tensor terms
+
+
+class Term:
+    """A tensor-valued pattern or template: a variable or an op application."""
+
+    def __add__(self, other: Term) -> App:
+        return App("Add", (), (self, other))
+
+    def __sub__(self, other: Term) -> App:
+        return App("Sub", (), (self, other))
+
+    def __mul__(self, other: Term) -> App:
+        return App("Mul", (), (self, other))
+
+    def __truediv__(self, other: Term) -> App:
+        return App("Div", (), (self, other))
+
+    def __matmul__(self, other: Term) -> App:
+        return App("MatMul", (), (self, other))
+
+    def __neg__(self) -> App:
+        return App("Neg", (), (self,))
+
+    @property
+    def shape(self) -> Call:
+        return Call("shape", (self,), "shape")
+
+    @property
+    def dtype(self) -> Call:
+        return Call("dtype", (self,), "dtype")
+
+    @property
+    def rank(self) -> Call:
+        return Call("rank", (self,), "int")
+
+    def dim(self, i: int) -> Call:
+        """The size of axis i (negative counts from the end); static dims only in arithmetic."""
+        return Call("dim", (self, i), "int")
+
+    def is_one(self) -> Call:
+        """A constant whose every element is 1."""
+        return Call("is_one", (self,), "bool")
+
+    def is_zero(self) -> Call:
+        """A constant whose every element is 0."""
+        return Call("is_zero", (self,), "bool")
+
+    def is_const(self) -> Call:
+        """A constant (initializer or folded value)."""
+        return Call("is_const", (self,), "bool")
+
+    def is_scalar(self) -> Call:
+        """A constant with exactly one element (any rank)."""
+        return Call("is_scalar", (self,), "bool")
+
+    def value(self) -> Call:
+        """The value of a one-element float constant (a float expression)."""
+        return Call("value", (self,), "float")
+
+
+@dataclass(frozen=True, eq=True)
+class Var(Term):
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+Tensor = Var
+
+
+@dataclass(frozen=True, eq=True)
+class App(Term):
+    """`op(inputs...)` with attributes `attrs` ((name, Expr) pairs, in signature order)."""
+
+    op: str
+    attrs: tuple[tuple[str, Any], ...]
+    inputs: tuple[Term, ...]
+    domain: str = ""
+
+    def __hash__(self) -> int:
+        return hash((self.op, self.domain, self.inputs, tuple(n for n, _ in self.attrs)))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, App)
+            and (self.op, self.domain, self.inputs) == (other.op, other.domain, other.inputs)
+            and len(self.attrs) == len(other.attrs)
+            and all(
+                n1 == n2 and same_expr(v1, v2)
+                for (n1, v1), (n2, v2) in zip(self.attrs, other.attrs, strict=True)
+            )
+        )
+
+    def __repr__(self) -> str:
+        args = [repr(i) for i in self.inputs] + [f"{n}={show(v)}" for n, v in self.attrs]
+        return f"{self.op}({', '.join(args)})"
+
+
+def same_expr(a: Any, b: Any) -> bool:
+    """Structural equality of attribute expressions (Expr.__eq__ builds a condition)."""
+    if isinstance(a, AttrVar) and isinstance(b, AttrVar):
+        return a.name == b.name
+    if isinstance(a, Lit) and isinstance(b, Lit):
+        return bool(a.value == b.value)
+    return a is b
+
+
+def show(e: Any) -> str:
+    """A readable form of an expression or term, for errors and `rules list`."""
+    if isinstance(e, Term):
+        return repr(e)
+    if isinstance(e, AttrVar):
+        return e.name
+    if isinstance(e, Lit):
+        return repr(list(e.value)) if isinstance(e.value, tuple) else repr(e.value)
+    if isinstance(e, BinOp | Cmp):
+        return f"{show(e.left)} {e.op} {show(e.right)}"
+    if isinstance(e, And):
+        return " and ".join(show(p) for p in e.parts)
+    if isinstance(e, Call):
+        if e.fn in ("shape", "dtype", "rank"):
+            return f"{show(e.args[0])}.{e.fn}"
+        if e.fn == "index":
+            return f"{show(e.args[0])}[{e.args[1]}]"
+        if e.fn == "compose":
+            return f"{show(e.args[0])}∘{show(e.args[1])}"
+        return f"{show(e.args[0])}.{e.fn}({', '.join(show(a) for a in e.args[1:])})"
+    return repr(e)
+
+
+# --------------------------------------------------------------------------------------------
+# rewrites
+
+
+@dataclass(eq=False)
+class Rewrite:
+    """`rewrite(lhs...).to(rhs..., *guards)`: each lhs root is equal to its rhs (when guards)."""
+
+    lhs: tuple[Term, ...]
+    rhs: tuple[Term, ...] = ()
+    guards: tuple[Expr, ...] = field(default_factory=tuple)
+
+    def to(self, *args: Term | Expr | bool) -> Rewrite:
+        rhs = tuple(a for a in args if isinstance(a, Term))
+        guards = tuple(a for a in args if isinstance(a, Expr))
+        if len(rhs) != len(self.lhs):
+            raise TypeError(
+                f"rewrite has {len(self.lhs)} left side(s) but {len(rhs)} right side(s)"
+            )
+        return Rewrite(self.lhs, rhs, guards)
+
+    def __repr__(self) -> str:
+        sides = ", ".join(f"{show(a)} = {show(b)}" for a, b in zip(self.lhs, self.rhs,
+                                                                      strict=True))
+        when = "  when " + " and ".join(show(g) for g in self.guards) if self.guards else ""
+        return sides + when
+
+
+def rewrite(*lhs: Term) -> Rewrite:
+    """Start a rewrite from one left side, or several (a multi-pattern rule)."""
+    if not lhs or not all(isinstance(t, Term) for t in lhs):
+        raise TypeError("rewrite(...) takes one or more tensor patterns")
+    return Rewrite(tuple(lhs))
+
+
+RuleBody = Union[Rewrite, Sequence[Rewrite]]  # noqa: UP007  (a runtime alias)
+
+
+def variables(t: Term) -> set[str]:
+    """Tensor variables of a term."""
+    if isinstance(t, Var):
+        return {t.name}
+    assert isinstance(t, App)
+    out: set[str] = set()
+    for i in t.inputs:
+        out |= variables(i)
+    return out
+
+
+def attr_vars(x: Any) -> set[str]:
+    """Attribute variables of a term or expression."""
+    if isinstance(x, AttrVar):
+        return {x.name}
+    if isinstance(x, App):
+        out: set[str] = set()
+        for _, v in x.attrs:
+            out |= attr_vars(v)
+        for i in x.inputs:
+            out |= attr_vars(i)
+        return out
+    if isinstance(x, BinOp | Cmp):
+        return attr_vars(x.left) | attr_vars(x.right)
+    if isinstance(x, And):
+        return set().union(*(attr_vars(p) for p in x.parts))
+    if isinstance(x, Call):
+        return set().union(*(attr_vars(a) for a in x.args))
+    return set()
+
+
+def subterms(t: Term) -> list[Term]:
+    """t and all its sub-terms, children first."""
+    out: list[Term] = []
+    if isinstance(t, App):
+        for i in t.inputs:
+            out += subterms(i)
+    out.append(t)
+    return out
