@@ -18,28 +18,19 @@ from rewrite.rules.saturate import Limits
 EXIT_FALLBACK = 3
 
 
-def _builtin_rulesets() -> dict[str, object]:
-    from rulesets.cleanup import CLEANUP
-
-    return {CLEANUP.name: CLEANUP}
-
-
 def cmd_optimize(args: argparse.Namespace) -> int:
     from rewrite.pipeline import Options, optimize
+    from rewrite.rules.load import select_rulesets
 
-    builtins = _builtin_rulesets()
-    rulesets = None
-    if args.no_rules:
-        rulesets = []
-    elif args.ruleset:
-        unknown = [r for r in args.ruleset if r not in builtins]
-        if unknown:
-            raise RewriteError(
-                f"unknown ruleset {', '.join(unknown)}; built-in rulesets: {', '.join(builtins)}"
-            )
-        rulesets = [builtins[r] for r in args.ruleset]
+    rulesets = select_rulesets(
+        rule_files=args.rules or (),
+        names=args.ruleset,
+        disabled=args.disable_rule or (),
+        allow_approximate=args.allow_approximate,
+        no_rules=args.no_rules,
+    )
     opts = Options(
-        rulesets=rulesets,  # type: ignore[arg-type]
+        rulesets=rulesets,
         fold=not args.no_fold,
         limits=Limits(args.iter_limit, args.node_limit, args.time_limit),
         target=args.target,
@@ -60,6 +51,53 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chosen_rulesets(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+    from rewrite.rules.load import select_rulesets
+
+    return select_rulesets(rule_files=args.rules or (), names=args.ruleset, allow_approximate=True)
+
+
+def cmd_rules_list(args: argparse.Namespace) -> int:
+    from rewrite.rules.explain import list_rules
+
+    print(list_rules(_chosen_rulesets(args)))
+    return 0
+
+
+def cmd_rules_explain(args: argparse.Namespace) -> int:
+    from rewrite.rules.explain import explain
+
+    result = explain(
+        args.rule,
+        args.model,
+        _chosen_rulesets(args),
+        Limits(args.iter_limit, args.node_limit, args.time_limit),
+    )
+    print(result.text())
+    return 0
+
+
+def _add_rules_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    r = sub.add_parser("rules", help="list rules, or explain why a rule matches a model")
+    rsub = r.add_subparsers(dest="rules_command", required=True)
+    for name, helptext in (
+        ("list", "print every rule with its identity, tags and source"),
+        ("explain", "where RULE matches MODEL, or which step fails"),
+    ):
+        c = rsub.add_parser(name, help=helptext)
+        if name == "explain":
+            c.add_argument("rule", help="the rule's name")
+            c.add_argument("model", help="an ONNX model")
+            c.add_argument("--iter-limit", type=int, default=Limits.iterations)
+            c.add_argument("--node-limit", type=int, default=Limits.nodes)
+            c.add_argument("--time-limit", type=float, default=Limits.seconds)
+        c.add_argument("--rules", action="append", metavar="FILE", help="a rule file; repeatable")
+        c.add_argument(
+            "--ruleset", action="append", metavar="NAME", help="only these rule sets (default: all)"
+        )
+        c.set_defaults(func=cmd_rules_list if name == "list" else cmd_rules_explain)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rewrite", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -68,10 +106,22 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("output", help="where to write the optimized model")
     o.add_argument("--report", metavar="JSON", help="write the report as JSON here")
     o.add_argument(
+        "--rules",
+        action="append",
+        metavar="FILE",
+        help="a rule file (Python, defines RuleSets); repeatable",
+    )
+    o.add_argument(
+        "--disable-rule", action="append", metavar="NAME", help="do not use this rule (repeatable)"
+    )
+    o.add_argument(
+        "--allow-approximate", action="store_true", help="also use rules tagged approximate"
+    )
+    o.add_argument(
         "--ruleset",
         action="append",
         metavar="NAME",
-        help="built-in rule set to use (repeatable; default: all)",
+        help="rule set to use, built-in or from --rules (repeatable; default: all)",
     )
     o.add_argument(
         "--no-rules",
@@ -108,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--inputs", metavar="NPZ", help="also check on these inputs (.npz)")
     o.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     o.set_defaults(func=cmd_optimize)
+    _add_rules_parser(sub)
     return p
 
 

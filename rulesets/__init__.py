@@ -1,0 +1,14 @@
+"""Built-in rule sets, written exactly as a user's `--rules` file is.
+
+`builtin()` returns them by name, in the order they run by default.
+"""
+
+from __future__ import annotations
+
+from rewrite.rules.rule import RuleSet
+
+
+def builtin() -> dict[str, RuleSet]:
+    from rulesets.cleanup import CLEANUP
+
+    return {rs.name: rs for rs in (CLEANUP,)}

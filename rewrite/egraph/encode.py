@@ -98,6 +98,7 @@ class _Encoder:
         var = f"$v{len(self.vars)}"
         self.vars[value] = var
         self.lines.append(f"(let {var} {term})")
+        self.lines.append(f"(set (ord {var}) {len(self.vars)})")
         return var
 
     def dim(self, d: int | str | None) -> int:

@@ -58,6 +58,7 @@ PRELUDE = """
 (relation IsConst (T))
 (relation IsScalar (T))
 (function scalar-value (T) f64 :merge old)
+(function ord (T) i64 :merge (min old new))
 (ruleset shapes)
 """
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rewrite.ops._dims import int_arg, norm_axis, same_dim
-from rewrite.ops.base import Dim, OpCall, OpSpec, Shape, TensorType, fail, no_flops
+from rewrite.ops.base import Dim, EggSig, OpCall, OpSpec, Shape, TensorType, fail, no_flops
 from rewrite.ops.registry import register
 
 
@@ -114,6 +114,8 @@ CONCAT = register(
         reference=ref_concat,
         flops=no_flops,
         doc="Concat(x..., axis): the axis dims add up.",
+        # typed for two inputs (the pairwise merges rules build); other arities are opaque
+        egg=EggSig(attrs=(("axis", "i64", None),), n_inputs=2),
     )
 )
 SPLIT = register(

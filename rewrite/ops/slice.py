@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from rewrite.ops._dims import as_ints, norm_axes, vec_len
-from rewrite.ops.base import Dim, OpCall, OpSpec, Shape, TensorType, fail, no_flops
+from rewrite.ops.base import Dim, EggSig, OpCall, OpSpec, Shape, TensorType, fail, no_flops
 from rewrite.ops.registry import register
 
 BIG = 2**31 - 1  # ends at or past this mean "to the end" in exporters' output
@@ -128,5 +128,7 @@ SLICE = register(
         reference=ref_slice,
         flops=no_flops,
         doc="Slice(data, starts, ends, axes, steps): x[start:end:step] per axis.",
+        # typed when starts, ends, axes and steps are all constant vectors
+        egg=EggSig(n_inputs=1, const_inputs=(1, 2, 3, 4)),
     )
 )

@@ -45,6 +45,8 @@ class _Ctx:
     rank: int | None
     where: str
     atoms: list[str] = field(default_factory=list)
+    steps: list[tuple[int, str]] = field(default_factory=list)
+    """(number of atoms after this step, what the step checks), for `rules explain`."""
     terms: dict[Term, str] = field(default_factory=dict)
     attrs: dict[str, str] = field(default_factory=dict)
     ranked: set[str] = field(default_factory=set)
@@ -71,11 +73,43 @@ def _compile(rw: Rewrite, ctx: _Ctx) -> str:
         roots.append(_pattern(lhs, ctx))
     for g in rw.guards:
         _guard(g, ctx)
+        ctx.steps.append((len(ctx.atoms), f"condition {show(g)}"))
     actions = [f"(union {root} {_template(rhs, ctx)})" for root, rhs in
                zip(roots, rw.rhs, strict=True)]
+    ctx.steps.append((len(ctx.atoms), "right side computable"))
     for name in sorted(ctx.ranked):
         ctx.atoms.append(f"(= (vec-length {name}) {ctx.rank})")
+    if ctx.ranked:
+        ctx.steps.append((len(ctx.atoms), f"rank {ctx.rank}"))
     return f"(rule ({' '.join(ctx.atoms)}) ({' '.join(actions)}))"
+
+
+@dataclass(frozen=True)
+class Steps:
+    """A rewrite's query as cumulative steps: `atoms[:ends[k]]` checks steps 0..k."""
+
+    atoms: tuple[str, ...]
+    ends: tuple[int, ...]
+    labels: tuple[str, ...]
+    anchor: str
+    """The variable of the first matched op node (bound by step 0)."""
+
+
+def compile_steps(rw: Rewrite, where: str) -> list[Steps]:
+    """The query of each rank variant of `rw`, split into the steps `rules explain` reports."""
+    out = []
+    ranks: list[int | None] = [None]
+    try:
+        _compile(rw, _Ctx(None, where))
+    except _NeedsRankError:
+        ranks = list(range(1, MAX_RANK + 1))
+    for r in ranks:
+        ctx = _Ctx(r, where)
+        _compile(rw, ctx)
+        anchor = ctx.atoms[0].split()[1]
+        out.append(Steps(tuple(ctx.atoms), tuple(e for e, _ in ctx.steps),
+                         tuple(lbl for _, lbl in ctx.steps), anchor))
+    return out
 
 
 # -- left side -------------------------------------------------------------------------------
@@ -121,6 +155,7 @@ def _pattern(t: Term, ctx: _Ctx) -> str:
     kids = [_pattern(i, ctx) for i in t.inputs]
     node = ctx.fresh("_n")
     ctx.atoms.append(f"(= {node} ({egg_name(spec)} {' '.join(args + kids)}))")
+    ctx.steps.append((len(ctx.atoms), f"pattern {show(t)}"))
     ctx.terms[t] = node
     return node
 
@@ -185,6 +220,8 @@ _FACTS = {"is_one": "IsOne", "is_zero": "IsZero", "is_const": "IsConst", "is_sca
 
 
 def _bool_call(c: Call, ctx: _Ctx) -> str:
+    if c.fn == "precedes":
+        return f"(< (ord {_term_ref(c.args[0], ctx)}) (ord {_term_ref(c.args[1], ctx)}))"
     if c.fn in _FACTS:
         return f"({_FACTS[c.fn]} {_term_ref(c.args[0], ctx)})"
     if c.fn in _RANKED:
@@ -224,6 +261,8 @@ def _expr(e: Any, ctx: _Ctx) -> str:
             return f"(scalar-value {_term_ref(e.args[0], ctx)})"
         if e.fn == "length":
             return f"(vec-length {_expr(e.args[0], ctx)})"
+        if e.fn == "vec":
+            return "(vec-of " + " ".join(_expr(a, ctx) for a in e.args) + ")"
         if e.fn == "index":
             return f"(vec-get {_expr(e.args[0], ctx)} {int(e.args[1])})"
         if e.fn in _RANKED:

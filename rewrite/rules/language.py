@@ -174,6 +174,8 @@ def lift(v: Any) -> Expr:
     if isinstance(v, float):
         return Lit(v, "float")
     if isinstance(v, list | tuple):
+        if any(isinstance(x, Expr) for x in v):
+            return Call("vec", tuple(lift(x) for x in v), "ints")
         return Lit(tuple(int(x) for x in v), "ints")
     raise TypeError(f"cannot use {v!r} in a rule expression")
 
@@ -235,6 +237,11 @@ class Term:
         """A constant with exactly one element (any rank)."""
         return Call("is_scalar", (self,), "bool")
 
+    def precedes(self, other: Term) -> Call:
+        """self's value comes before other's in the input graph: a symmetry-breaking order for
+        pairwise rules (only values of the input graph are ordered)."""
+        return Call("precedes", (self, other), "bool")
+
     def value(self) -> Call:
         """The value of a one-element float constant (a float expression)."""
         return Call("value", (self,), "float")
@@ -275,7 +282,8 @@ class App(Term):
         )
 
     def __repr__(self) -> str:
-        args = [repr(i) for i in self.inputs] + [f"{n}={show(v)}" for n, v in self.attrs]
+        args = [repr(i) for i in self.inputs]
+        args += [f"{n}={show(v)}" for n, v in self.attrs if v is not None]
         return f"{self.op}({', '.join(args)})"
 
 
@@ -305,6 +313,8 @@ def show(e: Any) -> str:
             return f"{show(e.args[0])}.{e.fn}"
         if e.fn == "index":
             return f"{show(e.args[0])}[{e.args[1]}]"
+        if e.fn == "vec":
+            return "[" + ", ".join(show(a) for a in e.args) + "]"
         if e.fn == "compose":
             return f"{show(e.args[0])}∘{show(e.args[1])}"
         return f"{show(e.args[0])}.{e.fn}({', '.join(show(a) for a in e.args[1:])})"

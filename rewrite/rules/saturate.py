@@ -53,7 +53,8 @@ class SaturationStats:
 def egraph_size(eg: bindings.EGraph) -> int:
     """Number of e-nodes in the tensor constructors (shape tables and lists not counted)."""
     (out,) = eg.parse_and_run_program("(print-size)")
-    skip = {"shape", "dtype", "bcast", "bcast-req", "IsOne", "IsZero", "TCons", "TNil"}
+    skip = {"shape", "dtype", "bcast", "bcast-req", "IsOne", "IsZero", "IsConst", "IsScalar",
+            "scalar-value", "ord", "TCons", "TNil"}
     return sum(n for name, n in out.sizes if name not in skip and not name.startswith("$"))
 
 

@@ -1,0 +1,92 @@
+"""Rule files: loading, selection, and errors that name the file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rewrite.errors import RuleError
+from rewrite.rules.load import load_rule_file, select_rulesets
+
+GOOD = '''
+from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
+
+MINE = RuleSet("mine")
+
+
+@MINE.rule
+def relu_relu(x: Tensor) -> Rewrite:
+    """Relu(Relu(x)) = Relu(x)"""
+    return rewrite(op.Relu(op.Relu(x))).to(op.Relu(x))
+
+
+@MINE.rule(tags=["approximate"])
+def sloppy(x: Tensor) -> Rewrite:
+    """Tanh(x) ≈ x  (approximate)"""
+    return rewrite(op.Tanh(x)).to(x)
+'''
+
+
+def write(tmp_path: Path, text: str, name: str = "rules.py") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_a_rule_file_loads_its_rulesets(tmp_path: Path) -> None:
+    (rs,) = load_rule_file(write(tmp_path, GOOD))
+    assert rs.name == "mine" and [r.name for r in rs] == ["relu_relu", "sloppy"]
+    assert rs.rules[0].source == "rules.py:7"  # the decorator line
+
+
+def test_selection_adds_files_to_builtins_and_filters(tmp_path: Path) -> None:
+    f = str(write(tmp_path, GOOD))
+    names = [rs.name for rs in select_rulesets(rule_files=[f])]
+    assert names == ["cleanup", "mine"]
+    (mine,) = select_rulesets(rule_files=[f], names=["mine"])
+    assert [r.name for r in mine] == ["relu_relu"], "approximate rules need opting in"
+    (mine,) = select_rulesets(rule_files=[f], names=["mine"], allow_approximate=True)
+    assert [r.name for r in mine] == ["relu_relu", "sloppy"]
+    (cleanup,) = select_rulesets(names=["cleanup"], disabled=["cast_noop"])
+    assert "cast_noop" not in {r.name for r in cleanup}
+    assert select_rulesets(no_rules=True) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("def f(:\n", r"rules\.py:1: syntax error"),
+        ("from rewrite.rules import RuleSet\nX = 1\n", r"rules\.py: defines no RuleSet"),
+        ("import no_such_module_xyz\n", r"rules\.py:1: ModuleNotFoundError"),
+        (
+            "from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite\nR = RuleSet('r')\n"
+            "@R.rule\ndef f(x: Tensor) -> Rewrite:\n    return rewrite(op.Nope(x)).to(x)\n",
+            r"rules\.py: f \(rules\.py:3\): unknown op op\.Nope",
+        ),
+        (
+            "from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite\nR = RuleSet('r')\n"
+            "@R.rule\ndef f(x: Tensor, y: Tensor) -> Rewrite:\n    return rewrite(-x).to(y)\n",
+            r"f \(rules\.py:3\): variable y on the right side is not bound",
+        ),
+    ],
+    ids=["syntax", "no-ruleset", "import-error", "unknown-op", "unbound-variable"],
+)
+def test_rule_file_errors_name_file_and_line(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(RuleError, match=match):
+        load_rule_file(write(tmp_path, text))
+
+
+def test_missing_file_unknown_ruleset_and_unknown_disabled_rule(tmp_path: Path) -> None:
+    with pytest.raises(RuleError, match=r"nope\.py: no such rule file"):
+        load_rule_file(tmp_path / "nope.py")
+    with pytest.raises(RuleError, match=r"unknown ruleset zzz; available: cleanup"):
+        select_rulesets(names=["zzz"])
+    with pytest.raises(RuleError, match=r"--disable-rule: no rule named zzz"):
+        select_rulesets(disabled=["zzz"])
+
+
+def test_a_ruleset_name_defined_twice_is_refused(tmp_path: Path) -> None:
+    text = "from rewrite.rules import RuleSet\nC = RuleSet('cleanup')\n"
+    with pytest.raises(RuleError, match=r"ruleset 'cleanup' is already defined"):
+        select_rulesets(rule_files=[str(write(tmp_path, text))])
