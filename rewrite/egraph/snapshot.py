@@ -86,6 +86,8 @@ def take_snapshot(enc: Encoded) -> Snapshot:
                     kids.append(class_id(v))
                 else:
                     args.append(decoders[sort](v))
+            if any(isinstance(a, tuple) and any(d >= SYM_BASE for d in a) for a in args):
+                continue  # a vector built from a symbolic dim cannot be written back to ONNX
             spec = typed.get(fname)
             op, domain = (spec.name, spec.domain) if spec is not None else (fname, "")
             cls.nodes.append(ENode(op, tuple(kids), tuple(args), domain=domain))
