@@ -8,8 +8,8 @@ through the e-graph unchanged and written back as it was).
 from rewrite.ops import (  # noqa: F401  (import order: the registry must exist first)
     activation,
     concat,
-    contrib,
     constant,
+    contrib,
     conv,
     elementwise,
     gather,

@@ -111,6 +111,8 @@ class OpCall:
 
 InferFn = Callable[[OpCall], list[TensorType]]
 ReferenceFn = Callable[[OpCall, list[np.ndarray | None]], list[np.ndarray]]
+Z3Fn = Callable[[OpCall, list[np.ndarray | None]], list[np.ndarray]]
+"""Z3 semantics: a reference over numpy object arrays of Z3 terms (see `rewrite.ops._z3`)."""
 FlopsFn = Callable[[OpCall, list[TensorType]], float]
 
 
@@ -162,6 +164,8 @@ class OpSpec:
     deterministic: bool = True
     egg: EggSig | None = None
     doc: str = field(default="", compare=False)
+    z3: Z3Fn | None = None
+    """Z3 semantics (typed ops): the formula the prover reasons with; None = not provable."""
 
     @property
     def key(self) -> tuple[str, str]:

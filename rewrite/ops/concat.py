@@ -116,6 +116,7 @@ CONCAT = register(
         doc="Concat(x..., axis): the axis dims add up.",
         # typed for two inputs (the pairwise merges rules build); other arities are opaque
         egg=EggSig(attrs=(("axis", "i64", None),), n_inputs=2),
+        z3=ref_concat,  # moves Z3 terms like numbers
     )
 )
 SPLIT = register(

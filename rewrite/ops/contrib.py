@@ -13,10 +13,11 @@ import math
 
 import numpy as np
 
+from rewrite.ops._z3 import float_only, real, to_real, vmap
 from rewrite.ops.base import EggSig, OpCall, OpSpec, TensorType, broadcast, fail
 from rewrite.ops.elementwise import per_element, same_type
 from rewrite.ops.registry import register
-from rewrite.ops.unary import TRANSCENDENTAL, erf
+from rewrite.ops.unary import ERF, TANH, TRANSCENDENTAL, erf, z3_sigmoid
 
 MS = "com.microsoft"
 Array = np.ndarray
@@ -81,6 +82,49 @@ def _fused_matmul_flops(call: OpCall, outputs: list[TensorType]) -> float:
     return 2.0 * n * k if isinstance(k, int) and n is not None else 0.0
 
 
+# -- Z3 semantics: the formulas above, with erf, tanh and exp uninterpreted -------------------
+_INV_SQRT2 = real(1.0 / math.sqrt(2.0))
+_FAST_K = real(math.sqrt(2.0 / math.pi))
+_FAST_C = real(0.044715)
+
+
+def _z3_gelu(t: object) -> object:
+    return t * real(0.5) * (1 + ERF(t * _INV_SQRT2))  # type: ignore[operator]
+
+
+def _z3_fast_gelu(t: object) -> object:
+    return t * real(0.5) * (1 + TANH(_FAST_K * (t + _FAST_C * t * t * t)))  # type: ignore[operator]
+
+
+def _z3_elementwise(fn):  # type: ignore[no-untyped-def]
+    """Z3 semantics `fn(call, *inputs)` applied to float inputs (broadcasting)."""
+
+    def semantics(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        float_only(call)
+        return [fn(call, *[a for a in arrays if a is not None])]
+
+    return semantics
+
+
+def _alpha(call: OpCall, default: float) -> object:
+    """A float attribute as a Z3 real (it may already be a Z3 term: a rule's `c.value()`)."""
+    return to_real(call.attr("alpha", default))
+
+
+def _z3_quick_gelu(call: OpCall, x: Array) -> Array:
+    alpha = _alpha(call, 1.702)
+    return vmap(lambda t: t * z3_sigmoid(alpha * t), x)  # type: ignore[operator]
+
+
+def _z3_fused_matmul(call: OpCall, a: Array, b: Array) -> Array:
+    if call.attr("transA", 0):
+        a = np.swapaxes(a, -1, -2)
+    if call.attr("transB", 0):
+        b = np.swapaxes(b, -1, -2)
+    alpha = _alpha(call, 1.0)
+    return vmap(lambda t: alpha * t, np.matmul(a, b))  # type: ignore[operator]
+
+
 register(
     OpSpec(
         "QuickGelu",
@@ -89,6 +133,7 @@ register(
         per_element(TRANSCENDENTAL + 3),
         domain=MS,
         egg=EggSig(attrs=(("alpha", "f64", 1.702),), n_inputs=1),
+        z3=_z3_elementwise(_z3_quick_gelu),
         doc="QuickGelu(X, alpha) = X·sigmoid(alpha·X)",
     )
 )
@@ -100,6 +145,7 @@ register(
         per_element(TRANSCENDENTAL + 4),
         domain=MS,
         egg=EggSig(n_inputs=1),
+        z3=_z3_elementwise(lambda call, x: vmap(_z3_gelu, x)),
         doc="Gelu(X) = X/2·(1 + erf(X/√2))",
     )
 )
@@ -111,6 +157,7 @@ register(
         per_element(TRANSCENDENTAL + 7),
         domain=MS,
         egg=EggSig(n_inputs=1),
+        z3=_z3_elementwise(lambda call, x: vmap(_z3_fast_gelu, x)),
         doc="FastGelu(X) = X/2·(1 + tanh(√(2/π)·(X + 0.044715·X³)))",
     )
 )
@@ -122,6 +169,7 @@ register(
         per_element(TRANSCENDENTAL + 5),
         domain=MS,
         egg=EggSig(n_inputs=2),
+        z3=_z3_elementwise(lambda call, a, b: vmap(lambda s, t: _z3_gelu(s + t), a, b)),
         doc="BiasGelu(A, B) = Gelu(A + B)",
     )
 )
@@ -135,6 +183,7 @@ register(
         egg=EggSig(
             attrs=(("alpha", "f64", 1.0), ("transA", "i64", 0), ("transB", "i64", 0)), n_inputs=2
         ),
+        z3=_z3_elementwise(_z3_fused_matmul),
         doc="FusedMatMul(A, B) = alpha·(A' @ B')",
     )
 )

@@ -16,6 +16,7 @@ import numpy as np
 from onnx import TensorProto
 
 from rewrite.errors import ShapeError
+from rewrite.ops._z3 import is_int, trunc_div, vmap
 from rewrite.ops.base import (
     EggSig,
     FlopsFn,
@@ -166,15 +167,26 @@ def _where_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     return [np.where(c, x, y).astype(x.dtype, copy=False)]
 
 
+def _z3_div(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """Reals: a / b (b = 0 unspecified); integers: truncated toward zero."""
+    a, b = arrays[0], arrays[1]
+    assert a is not None and b is not None
+    if is_int(call.input(0).dtype):
+        return [vmap(trunc_div, a, b)]
+    return [vmap(lambda x, y: x / y, a, b)]
+
+
 _EGG2 = EggSig(n_inputs=2)
-_ARITH: tuple[tuple[str, ArrayFn, EggSig], ...] = (
-    ("Add", np.add, _EGG2),
-    ("Sub", np.subtract, _EGG2),
-    ("Mul", np.multiply, _EGG2),
-    ("Div", _div, _EGG2),
+# (name, numpy function, Z3 semantics: None = the reference itself)
+_ARITH: tuple[tuple[str, ArrayFn, ReferenceFn | None], ...] = (
+    ("Add", np.add, None),
+    ("Sub", np.subtract, None),
+    ("Mul", np.multiply, None),
+    ("Div", _div, _z3_div),
 )
-for _name, _fn, _egg in _ARITH:
-    register(OpSpec(_name, _arith_infer, _binary(_fn), elementwise_flops, egg=_egg))
+for _name, _fn, _z3fn in _ARITH:
+    _ref = _binary(_fn)
+    register(OpSpec(_name, _arith_infer, _ref, elementwise_flops, egg=_EGG2, z3=_z3fn or _ref))
 
 register(OpSpec("Pow", _pow_infer, _binary(_pow), per_element(4)))
 register(OpSpec("Mod", _arith_infer, _mod_ref, per_element(2)))

@@ -133,5 +133,14 @@ def _gemm_flops(call: OpCall, outputs: list[TensorType]) -> float:
     return 2.0 * m * k * n + (m * n if call.has_input(2) else 0)  # type: ignore[operator]
 
 
-register(OpSpec("MatMul", _matmul_infer, _matmul_ref, _matmul_flops, egg=EggSig(n_inputs=2)))
+register(
+    OpSpec(
+        "MatMul",
+        _matmul_infer,
+        _matmul_ref,
+        _matmul_flops,
+        egg=EggSig(n_inputs=2),
+        z3=_matmul_ref,  # np.matmul on Z3 terms builds the sums of products
+    )
+)
 register(OpSpec("Gemm", _gemm_infer, _gemm_ref, _gemm_flops))

@@ -18,9 +18,11 @@ from collections.abc import Callable
 import numpy as np
 from onnx import TensorProto
 
+from rewrite.ops._z3 import float_only, vmap
 from rewrite.ops.base import EggSig, OpCall, OpSpec, ReferenceFn, TensorType, fail
 from rewrite.ops.elementwise import per_element, same_type
 from rewrite.ops.registry import register
+from rewrite.ops.unary import EXP
 
 Array = np.ndarray
 
@@ -144,6 +146,16 @@ def _hardmax(x: Array, axis: int) -> Array:
     return out
 
 
+def _z3_softmax(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """exp(x) / sum(exp(x), axis) (equal in reals to ONNX's max-shifted form; opset >= 13)."""
+    float_only(call)
+    x = arrays[0]
+    assert x is not None
+    axis = _axis(call, x.ndim, -1) or 0
+    e = vmap(EXP, x)
+    return [e / e.sum(axis=axis, keepdims=True)]
+
+
 register(OpSpec("LayerNormalization", _layer_norm_infer, _layer_norm_ref, per_element(8)))
 register(OpSpec("BatchNormalization", _batch_norm_infer, _batch_norm_ref, per_element(2)))
 register(OpSpec("InstanceNormalization", same_type, _instance_norm_ref, per_element(8)))
@@ -154,6 +166,7 @@ register(
         _along_axis(_softmax),
         per_element(5),
         egg=EggSig(attrs=(("axis", "i64", -1),), n_inputs=1),
+        z3=_z3_softmax,
     )
 )
 register(OpSpec("LogSoftmax", _softmax_infer, _along_axis(_log_softmax), per_element(6)))

@@ -182,6 +182,7 @@ RESHAPE = register(
         flops=no_flops,
         bytes=view_bytes,
         egg=EggSig(attrs=(("allowzero", "i64", 0),), n_inputs=1, const_inputs=(1,)),
+        z3=ref_reshape,  # moves Z3 terms like numbers
         doc="Reshape(data, shape): 0 copies a dim (unless allowzero), -1 is inferred.",
     )
 )

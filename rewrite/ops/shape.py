@@ -243,6 +243,7 @@ EXPAND = register(
         reference=ref_expand,
         flops=no_flops,
         egg=EggSig(n_inputs=1, const_inputs=(1,)),
+        z3=ref_expand,  # moves Z3 terms like numbers
         doc="Expand(x, shape): numpy broadcast of x to shape.",
     )
 )

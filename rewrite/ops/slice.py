@@ -130,5 +130,6 @@ SLICE = register(
         doc="Slice(data, starts, ends, axes, steps): x[start:end:step] per axis.",
         # typed when starts, ends, axes and steps are all constant vectors
         egg=EggSig(n_inputs=1, const_inputs=(1, 2, 3, 4)),
+        z3=ref_slice,  # moves Z3 terms like numbers
     )
 )

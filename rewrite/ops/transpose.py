@@ -48,6 +48,7 @@ TRANSPOSE = register(
         reference=ref_transpose,
         flops=no_flops,
         egg=EggSig(attrs=(("perm", "VecI", None),), n_inputs=1),
+        z3=ref_transpose,  # moves Z3 terms like numbers
         doc="Transpose(x, perm): out.shape[i] = x.shape[perm[i]].",
     )
 )

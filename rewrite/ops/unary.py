@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+import z3  # type: ignore[import-untyped]  # ships no type hints
 from onnx import TensorProto
 
+from rewrite.ops._z3 import UF, cast, unary, vmap
+from rewrite.ops._z3 import relu as z3_relu
 from rewrite.ops.base import (
     EggSig,
     FlopsFn,
@@ -161,7 +165,77 @@ def _dropout_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     return outs[: max(1, call.n_outputs)]
 
 
+# -- Z3 semantics -----------------------------------------------------------------------------
+# Exp, Erf, Tanh and Sqrt are uninterpreted; each axiom is a fact about f(t) for an argument t,
+# true of the real function (tests/ops/test_semantics.py checks every axiom numerically).
+
+
+def _safe(fn: Callable[[float], float]) -> Callable[[float], float]:
+    """`fn` with float semantics at the edges: overflow -> inf, outside the domain -> nan."""
+
+    def f(x: float) -> float:
+        try:
+            return float(fn(x))
+        except OverflowError:
+            return math.inf
+        except ValueError:
+            return math.nan
+
+    f.__name__ = fn.__name__
+    return f
+
+
+def _odd_bounded(f: Callable[[Any], Any]) -> tuple[Callable[[Any], Any], ...]:
+    """Axioms of an odd, strictly increasing function into (-1, 1) (tanh, erf)."""
+    return (
+        lambda t: z3.And(f(t) > -1, f(t) < 1),
+        lambda t: f(-t) == -f(t),
+        lambda t: (t > 0) == (f(t) > 0),
+    )
+
+
+EXP: UF = UF(
+    "exp",
+    _safe(math.exp),
+    (lambda t: EXP(t) > 0, lambda t: z3.Implies(t == 0, EXP(t) == 1)),
+)
+TANH: UF = UF("tanh", _safe(math.tanh), _odd_bounded(lambda t: TANH(t)))
+ERF: UF = UF("erf", _safe(math.erf), _odd_bounded(lambda t: ERF(t)))
+SQRT: UF = UF(
+    "sqrt",
+    _safe(math.sqrt),
+    (lambda t: z3.Implies(t >= 0, z3.And(SQRT(t) >= 0, SQRT(t) * SQRT(t) == t)),),
+)
+
+
+def z3_sigmoid(t: object) -> object:
+    """sigmoid(t) = 1 / (1 + exp(-t)) (ONNX's definition)."""
+    return 1 / (1 + EXP(-t))  # type: ignore[operator]
+
+
+def _z3_reciprocal(t: object) -> object:
+    return 1 / t  # type: ignore[operator]
+
+
+def _z3_cast(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """Reals <-> ints truncate toward zero; float <-> float and int <-> int are identities."""
+    x = arrays[0]
+    assert x is not None
+    to = int(call.attr("to"))
+    return [vmap(lambda t: cast(t, to), x)]
+
+
 _EGG1 = EggSig(n_inputs=1)
+_Z3 = {
+    "Neg": elementwise_ref(np.negative),
+    "Relu": unary(z3_relu),
+    "Sigmoid": unary(z3_sigmoid, floats=True),
+    "Tanh": unary(TANH, floats=True),
+    "Erf": unary(ERF, floats=True),
+    "Exp": unary(EXP, floats=True),
+    "Sqrt": unary(SQRT, floats=True),
+    "Reciprocal": unary(_z3_reciprocal, floats=True),
+}
 _T = per_element(TRANSCENDENTAL)
 _MATH: tuple[tuple[str, Callable[[Array], Array], FlopsFn, EggSig | None], ...] = (
     ("Neg", np.negative, elementwise_flops, _EGG1),
@@ -188,9 +262,10 @@ _MATH: tuple[tuple[str, Callable[[Array], Array], FlopsFn, EggSig | None], ...] 
     ("Cosh", np.cosh, _T, None),
 )
 for _name, _fn, _flops, _egg in _MATH:
-    register(OpSpec(_name, same_type, elementwise_ref(_fn), _flops, egg=_egg))
+    register(OpSpec(_name, same_type, elementwise_ref(_fn), _flops, egg=_egg, z3=_Z3.get(_name)))
 
-register(OpSpec("Identity", same_type, elementwise_ref(np.copy), no_flops, egg=_EGG1))
+_COPY = elementwise_ref(np.copy)
+register(OpSpec("Identity", same_type, _COPY, no_flops, egg=_EGG1, z3=_COPY))
 register(OpSpec("IsNaN", _bool_out, _bool_ref(np.isnan), elementwise_flops))
 register(OpSpec("IsInf", _bool_out, _is_inf, elementwise_flops))
 register(OpSpec("Not", _bool_out, _bool_ref(np.logical_not), elementwise_flops))
@@ -201,7 +276,8 @@ register(
         _cast_ref,
         no_flops,
         egg=EggSig(attrs=(("to", "i64", None),), n_inputs=1),
+        z3=_z3_cast,
     )
 )
 register(OpSpec("CastLike", _castlike_infer, _castlike_ref, no_flops))
-register(OpSpec("Dropout", _dropout_infer, _dropout_ref, no_flops, egg=_EGG1))
+register(OpSpec("Dropout", _dropout_infer, _dropout_ref, no_flops, egg=_EGG1, z3=_dropout_ref))

@@ -1,4 +1,11 @@
-"""Verification: seeded model inputs and the differential check of a model against another."""
+"""Verification: rules proved (Z3) and sampled (numpy, ORT); models checked differentially.
+
+Rules: `verify_rules(rules)` -> `RuleResult`s, `gate(rulesets, allow_approximate=...)` -> the
+rule sets `optimize` may use and the refused rules; `prove(rule)`, `sample(rule)` underneath.
+Models: `differential(reference, candidate)`, with seeded inputs from `make_inputs`.
+"""
+
+from typing import Any
 
 from rewrite.verify.differential import (
     CALIBRATION_FACTOR,
@@ -11,17 +18,40 @@ from rewrite.verify.differential import (
 )
 from rewrite.verify.inputs import InputSpec, input_specs, load_inputs, make_inputs, save_inputs
 
+_LAZY = {
+    "verify_rules": "rewrite.verify.gate",
+    "gate": "rewrite.verify.gate",
+    "RuleResult": "rewrite.verify.gate",
+    "prove": "rewrite.verify.prove",
+    "sample": "rewrite.verify.sample",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The rule verifier is imported on first use (it loads Z3)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(name)
+
+
 __all__ = [
     "CALIBRATION_FACTOR",
     "TOLERANCES",
     "DiffResult",
     "InputSpec",
     "OutputDiff",
+    "RuleResult",
     "compare",
     "differential",
+    "gate",
     "input_specs",
     "load_inputs",
     "make_inputs",
     "ort_noise",
+    "prove",
+    "sample",
     "save_inputs",
+    "verify_rules",
 ]

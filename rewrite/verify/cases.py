@@ -1,0 +1,211 @@
+"""The cases of a rule: shapes, dtypes and attribute values within a bound.
+
+A `Case` instantiates one rewrite of a rule: a static type (shape, dtype) for every tensor
+variable, a value for every attribute variable and for every attribute the left side leaves
+open, the types of every left-side term (from the ops' own `infer`), the right side's types
+(or why it is not defined), and what the guards say at the type level. Guards on shapes,
+dtypes and attributes decide which cases exist; `is_one` / `is_zero` on a variable fix its
+value; guards on values (`c.value() == 2.0`, `is_one` of an op result) are left in
+`value_guards` for the backend (Z3 assumptions, or a filter on random samples). Left-side
+bindings that the ops reject (`ShapeError` from `infer`) are not cases: no valid graph
+contains them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import product
+from typing import Any
+
+from rewrite.errors import RuleError, ShapeError
+from rewrite.ops.base import TensorType
+from rewrite.rules.language import (
+    And,
+    App,
+    AttrVar,
+    Call,
+    Expr,
+    Lit,
+    Rewrite,
+    Term,
+    Var,
+    show,
+    subterms,
+)
+from rewrite.rules.rule import Rule
+from rewrite.verify.bound import Bound, domain
+from rewrite.verify.evaluate import NeedsValuesError, TypeLevel, infer, params, spec_of
+
+
+@dataclass
+class Case:
+    """One instantiation of one rewrite (see the module docstring)."""
+
+    rewrite: Rewrite
+    index: int
+    tensors: dict[str, TensorType]
+    attrs: dict[str, Any]
+    open: dict[tuple[Term, str], Any]
+    types: dict[Term, TensorType]
+    rhs_types: dict[Term, TensorType] = field(default_factory=dict)
+    rhs_error: str | None = None
+    facts: dict[str, int] = field(default_factory=dict)
+    """Variable -> the value every element has (is_one: 1, is_zero: 0)."""
+    value_guards: list[Expr] = field(default_factory=list)
+
+    def describe(self) -> dict[str, Any]:
+        """Shapes, dtypes and attribute values, JSON-ready."""
+        from rewrite.verify.bound import dtype_name
+
+        out: dict[str, Any] = {
+            "shapes": {v: list(t.shape or ()) for v, t in self.tensors.items()},
+            "dtypes": {v: dtype_name(t.dtype) for v, t in self.tensors.items()},
+        }
+        attrs = {k: _jsonable(v) for k, v in self.attrs.items()}
+        for (term, name), v in self.open.items():
+            attrs[f"{show(term).split('(')[0]}.{name}"] = _jsonable(v)
+        if attrs:
+            out["attributes"] = attrs
+        return out
+
+
+def _jsonable(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def touches_dtype(rw: Rewrite) -> bool:
+    """Does the rewrite change or test dtypes (so mixed-dtype cases matter)?"""
+    terms = [s for t in (*rw.lhs, *rw.rhs) for s in subterms(t)]
+    return any(isinstance(t, App) and t.op in ("Cast", "CastLike") for t in terms) or any(
+        "dtype" in show(g) for g in rw.guards
+    )
+
+
+def cases(rule: Rule, bound: Bound) -> Iterator[Case]:
+    """Every case of every rewrite of `rule` within `bound` that the left side matches."""
+    for k, rw in enumerate(rule.rewrites):
+        tvars: list[str] = []
+        for t in rw.lhs:
+            for s in subterms(t):
+                if isinstance(s, Var) and s.name not in tvars:
+                    tvars.append(s.name)
+        if touches_dtype(rw):
+            dtype_sets = list(product(bound.dtypes, repeat=len(tvars)))
+        else:
+            dtype_sets = [(d,) * len(tvars) for d in bound.dtypes]
+        for dtypes in dtype_sets:
+            pool = bound.shapes if all(d == bound.dtypes[0] for d in dtypes) else bound.few
+            for shapes in product(pool, repeat=len(tvars)):
+                tensors = {
+                    v: TensorType(d, s) for v, d, s in zip(tvars, dtypes, shapes, strict=True)
+                }
+                yield from _bind_rewrite(rw, k, tensors, bound)
+
+
+def _bind_rewrite(
+    rw: Rewrite, k: int, tensors: dict[str, TensorType], bound: Bound
+) -> Iterator[Case]:
+    apps: list[App] = []
+    for t in rw.lhs:
+        for s in subterms(t):
+            if isinstance(s, App) and s not in apps:
+                apps.append(s)
+    var_types: dict[Term, TensorType] = {Var(v): t for v, t in tensors.items()}
+    for attrs, open_, types in _bind(apps, 0, {}, {}, var_types, bound):
+        case = Case(rw, k, tensors, attrs, open_, types)
+        if _guards_hold(case):
+            _type_rhs(case)
+            yield case
+
+
+def _bind(
+    apps: list[App],
+    i: int,
+    attrs: dict[str, Any],
+    open_: dict[tuple[Term, str], Any],
+    types: dict[Term, TensorType],
+    bound: Bound,
+) -> Iterator[tuple[dict[str, Any], dict[tuple[Term, str], Any], dict[Term, TensorType]]]:
+    """Bind the attributes of apps[i:] (enumerating free ones) and type them; ill-typed
+    bindings are pruned (no valid graph contains them)."""
+    if i == len(apps):
+        yield attrs, open_, types
+        return
+    app = apps[i]
+    spec = spec_of(app)
+    in_types = [types[t] for t in app.inputs]
+    given = dict(app.attrs)
+    choices: list[list[Any]] = []
+    for p in params(spec):
+        v = given.get(p.name)
+        if isinstance(v, Lit):
+            choices.append([v.value])
+        elif isinstance(v, AttrVar) and v.name in attrs:
+            choices.append([attrs[v.name]])
+        elif isinstance(v, AttrVar) or v is None:
+            choices.append(domain(spec, p.name, p.sort, p.default, in_types, bound))
+        else:
+            raise RuleError(
+                f"attribute {p.name}={show(v)} on the left side must be a variable or a literal"
+            )
+    for combo in product(*choices):
+        values = {p.name: val for p, val in zip(params(spec), combo, strict=True)}
+        try:
+            out = infer(spec, app, in_types, values)
+        except ShapeError:
+            continue
+        a2 = dict(attrs)
+        o2 = dict(open_)
+        for p, val in zip(params(spec), combo, strict=True):
+            v = given.get(p.name)
+            if isinstance(v, AttrVar):
+                a2[v.name] = val
+            elif v is None:
+                o2[(app, p.name)] = val
+        t2 = dict(types)
+        t2[app] = out
+        yield from _bind(apps, i + 1, a2, o2, t2, bound)
+
+
+def _guards_hold(case: Case) -> bool:
+    ev = TypeLevel(case)
+    for g in case.rewrite.guards:
+        parts = g.parts if isinstance(g, And) else (g,)
+        for part in parts:
+            if isinstance(part, Call) and part.fn in ("is_one", "is_zero"):
+                term = part.args[0]
+                if isinstance(term, Var):
+                    val = 1 if part.fn == "is_one" else 0
+                    if case.facts.get(term.name, val) != val:
+                        return False
+                    case.facts[term.name] = val
+                else:
+                    case.value_guards.append(part)
+                continue
+            try:
+                if not ev.expr(part):
+                    return False
+            except NeedsValuesError:
+                case.value_guards.append(part)
+    return True
+
+
+def _type_rhs(case: Case) -> None:
+    """Type the right sides: a right side the ops reject makes the case a counterexample."""
+    ev = TypeLevel(case)
+    for t in case.rewrite.rhs:
+        try:
+            for s in subterms(t):
+                if s in case.types or s in case.rhs_types:
+                    continue
+                if isinstance(s, Var):
+                    raise RuleError(f"variable {s.name} on the right side is not bound")
+                assert isinstance(s, App)
+                spec = spec_of(s)
+                in_types = [case.types.get(c) or case.rhs_types[c] for c in s.inputs]
+                values = ev.app_values(s)
+                case.rhs_types[s] = infer(spec, s, in_types, values)
+        except ShapeError as e:
+            case.rhs_error = f"{show(t)} is not defined: {e}"
+            return

@@ -1,0 +1,196 @@
+"""The gate: which rules `optimize` may use, and the verification results behind it.
+
+`verify_rules(rules)` proves (and, when asked, samples) every rule, with results cached
+(`verify.cache`), and returns one `RuleResult` per rule. Its `status`:
+- `proved`: proved for the bound (`verify.prove`);
+- `approximate`: an `approximate`-tagged rule that is not exact but whose sampled float64
+  error is within `tolerance` (`verify.sample`);
+- `refuted`: a counterexample (`counterexample`), or an approximate rule sampled outside its
+  tolerance;
+- `unknown`: neither (`reason` says why).
+
+`gate(rulesets, allow_approximate=...)` keeps an exact rule only if `proved`, and an
+approximate rule only if approximate rules are allowed and it is `proved` or `approximate`;
+approximate rules that are not allowed are dropped without verification. It returns the
+accepted rule sets (same names and order) and the results of the refused rules, each with
+its counterexample or reason, for the report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import version
+from typing import Any
+
+from rewrite.rules.rule import Rule, RuleSet
+from rewrite.verify import cache as proof_cache
+from rewrite.verify.bound import DEFAULT_BOUND, Bound
+from rewrite.verify.prove import PROVED, REFUTED, UNKNOWN, ProofResult, prove
+
+APPROXIMATE = "approximate"
+
+
+@dataclass
+class RuleResult:
+    """What verification says about one rule (JSON-ready via `to_json`)."""
+
+    rule: str
+    source: str
+    identity: str
+    tags: list[str]
+    status: str
+    bound: str
+    cases: int
+    seconds: float
+    """Time this call spent on the rule (a cache hit: reading the entry)."""
+    proof_seconds: float
+    """Time the proof took when it was computed."""
+    counterexample: dict[str, Any] | None = None
+    counterexample_line: str = ""
+    reason: str = ""
+    numeric: str | None = None
+    max_error: float | None = None
+    max_error_f32: float | None = None
+    cached: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == PROVED or self.status == APPROXIMATE
+
+    def message(self) -> str:
+        """One line: the rule, where it is, its status and why (the counterexample)."""
+        why = self.counterexample_line or self.reason or self.status
+        return f"{self.rule} ({self.source}): {self.status}: {why}"
+
+    def refusal(self) -> str:
+        """The warning `optimize` gives for a refused rule."""
+        return f"{self.message()}; the rule was not used. Fix or drop it."
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def verify_rules(
+    rules: Iterable[Rule],
+    *,
+    bound: Bound = DEFAULT_BOUND,
+    cache: bool = True,
+    sample: bool = False,
+    tolerance: float | None = None,
+) -> list[RuleResult]:
+    """Verify every rule (see the module docstring). `sample=True` samples every rule (for its
+    numeric class); approximate rules whose proof fails are always sampled."""
+    from rewrite.verify.sample import APPROX_TOLERANCE
+
+    tol = APPROX_TOLERANCE if tolerance is None else tolerance
+    return [_verify(r, bound, cache, sample, tol) for r in rules]
+
+
+def _verify(rule: Rule, bound: Bound, use_cache: bool, want_sample: bool, tol: float) -> RuleResult:
+    t0 = time.perf_counter()
+    k = proof_cache.key(rule, bound)
+    entry = (proof_cache.load(k) if use_cache else None) or {}
+    cached = "proof" in entry
+    if not cached:
+        entry["proof"] = _proof_json(prove(rule, bound))
+    proof = entry["proof"]
+    needs_sample = want_sample or (not rule.exact and proof["status"] != PROVED)
+    ort = version("onnxruntime") if needs_sample else ""
+    if needs_sample and (entry.get("sample") or {}).get("ort") != ort:
+        from rewrite.verify.sample import sample
+
+        s = sample(rule)
+        entry["sample"] = {"ort": ort, **asdict(s)}
+        cached = False
+    if not cached and use_cache:
+        proof_cache.store(k, entry)
+    return _result(
+        rule,
+        proof,
+        entry.get("sample") if needs_sample else None,
+        tol,
+        time.perf_counter() - t0,
+        cached,
+    )
+
+
+def _proof_json(p: ProofResult) -> dict[str, Any]:
+    cx = p.counterexample
+    return {
+        "status": p.status,
+        "bound": p.bound,
+        "cases": p.cases,
+        "seconds": p.seconds,
+        "reason": p.reason,
+        "counterexample": cx.to_json() if cx else None,
+        "counterexample_line": cx.line() if cx else "",
+    }
+
+
+def _result(
+    rule: Rule,
+    proof: dict[str, Any],
+    sampled: dict[str, Any] | None,
+    tol: float,
+    seconds: float,
+    cached: bool,
+) -> RuleResult:
+    status, reason = proof["status"], proof["reason"]
+    if not rule.exact and status != PROVED and sampled is not None:
+        err = sampled["max_error"]
+        if sampled["samples"] > 0 and err <= tol:
+            status, reason = APPROXIMATE, f"not exact; sampled max error {err:.3g} <= {tol:g}"
+        else:
+            status = REFUTED
+            reason = f"sampled max error {err:.3g} exceeds the tolerance {tol:g}"
+    res = RuleResult(
+        rule=rule.name,
+        source=rule.source,
+        identity=rule.identity,
+        tags=sorted(rule.tags),
+        status=status,
+        bound=proof["bound"],
+        cases=proof["cases"],
+        seconds=seconds,
+        proof_seconds=proof["seconds"],
+        counterexample=proof["counterexample"],
+        counterexample_line=proof["counterexample_line"],
+        reason=reason,
+        cached=cached,
+    )
+    if sampled is not None:
+        res.numeric = sampled["numeric"]
+        res.max_error = sampled["max_error"]
+        res.max_error_f32 = sampled["max_error_f32"]
+        res.notes = list(sampled["notes"])
+    return res
+
+
+def gate(
+    rulesets: Sequence[RuleSet],
+    *,
+    allow_approximate: bool,
+    bound: Bound = DEFAULT_BOUND,
+    cache: bool = True,
+    tolerance: float | None = None,
+) -> tuple[list[RuleSet], list[RuleResult]]:
+    """(accepted rule sets, results of the refused rules); see the module docstring."""
+    accepted: list[RuleSet] = []
+    refused: list[RuleResult] = []
+    for rs in rulesets:
+        wanted = [r for r in rs.rules if r.exact or allow_approximate]
+        results = verify_rules(wanted, bound=bound, cache=cache, tolerance=tolerance)
+        keep = []
+        for rule, res in zip(wanted, results, strict=True):
+            if res.accepted:
+                keep.append(rule)
+            else:
+                refused.append(res)
+        accepted.append(RuleSet(rs.name, keep, rs.doc))
+    return accepted, refused
+
+
+__all__ = ["APPROXIMATE", "PROVED", "REFUTED", "UNKNOWN", "RuleResult", "gate", "verify_rules"]

@@ -1,0 +1,163 @@
+"""The gate and the proof cache, and `rewrite verify` on a user's rule file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
+from rewrite.verify import cache as proof_cache
+from rewrite.verify.command import add_verify_parser
+from rewrite.verify.gate import APPROXIMATE, PROVED, REFUTED, gate, verify_rules
+from rulesets import builtin
+from tests.verify.wrong_rules import WRONG
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "proofs"
+    monkeypatch.setenv("REWRITE_CACHE_DIR", str(folder))
+    return folder
+
+
+MIXED = RuleSet("mixed")
+
+
+@MIXED.rule
+def identity_elim(x: Tensor) -> Rewrite:
+    """Identity(x) = x"""
+    return rewrite(op.Identity(x)).to(x)
+
+
+@MIXED.rule
+def neg_is_identity(x: Tensor) -> Rewrite:
+    """Neg(x) = x (wrong)"""
+    return rewrite(-x).to(x)
+
+
+@MIXED.rule(tags=["approximate"])
+def gelu_fast(x: Tensor) -> Rewrite:
+    """Gelu(x) ≈ FastGelu(x)"""
+    return rewrite(op.ms.Gelu(x)).to(op.ms.FastGelu(x))
+
+
+def test_a_warm_cache_pays_nothing(_cache: Path) -> None:
+    rules = list(builtin()["cleanup"])
+    t0 = time.perf_counter()
+    cold = verify_rules(rules)
+    t_cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    warm = verify_rules(rules)
+    t_warm = time.perf_counter() - t0
+    assert all(r.status == PROVED and not r.cached for r in cold)
+    assert all(r.status == PROVED and r.cached for r in warm)
+    assert len(list(_cache.glob("*.json"))) == len(rules)
+    assert t_warm < 0.25 and t_warm < t_cold / 5, (t_cold, t_warm)
+
+
+def test_the_cache_key_follows_the_rule() -> None:
+    a, b = RuleSet("a"), RuleSet("b")
+
+    @a.rule
+    def r(x: Tensor) -> Rewrite:
+        """Neg(Neg(x)) = x"""
+        return rewrite(op.Neg(op.Neg(x))).to(x)
+
+    @b.rule
+    def r(x: Tensor) -> Rewrite:  # noqa: F811  (the same name, another identity)
+        """Neg(x) = x"""
+        return rewrite(-x).to(x)
+
+    ka, kb = proof_cache.key(a.rules[0], "bound"), proof_cache.key(b.rules[0], "bound")
+    assert ka != kb
+    assert ka == proof_cache.key(a.rules[0], "bound")
+    assert ka != proof_cache.key(a.rules[0], "another bound")
+
+
+def test_gate_keeps_proved_rules_and_refuses_unsound_ones() -> None:
+    accepted, refused = gate([MIXED], allow_approximate=False)
+    assert [rs.name for rs in accepted] == ["mixed"]
+    assert [r.name for r in accepted[0]] == ["identity_elim"]
+    assert [r.rule for r in refused] == ["neg_is_identity"]
+    bad = refused[0]
+    assert bad.status == REFUTED and bad.counterexample is not None
+    assert "neg_is_identity (test_gate.py:" in bad.refusal()
+    assert "x=[" in bad.refusal() and "not used" in bad.refusal()
+
+
+def test_approximate_rules_need_the_opt_in_and_their_tolerance() -> None:
+    accepted, _ = gate([MIXED], allow_approximate=True)
+    assert [r.name for r in accepted[0]] == ["identity_elim", "gelu_fast"]
+    result = verify_rules([MIXED.rules[2]])[0]
+    assert result.status == APPROXIMATE and result.max_error is not None
+    assert 1e-5 < result.max_error < 1e-3
+    strict = verify_rules([MIXED.rules[2]], tolerance=1e-6)[0]
+    assert strict.status == REFUTED and "exceeds the tolerance" in strict.reason
+
+
+def _verify(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rewrite")
+    add_verify_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["verify", *argv])
+    return int(args.func(args))
+
+
+USER_RULES = '''
+from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
+
+MINE = RuleSet("mine")
+
+
+@MINE.rule
+def double_neg(x: Tensor) -> Rewrite:
+    """Neg(Neg(x)) = x"""
+    return rewrite(op.Neg(op.Neg(x))).to(x)
+
+
+@MINE.rule
+def sub_commutes(x: Tensor, y: Tensor) -> Rewrite:
+    """x - y = y - x (unsound)"""
+    return rewrite(x - y).to(y - x)
+'''
+
+
+def test_rewrite_verify_refuses_an_unsound_user_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "my_rules.py"
+    path.write_text(USER_RULES)
+    report = tmp_path / "verify.json"
+    status = _verify([str(path), "--report", str(report)])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "mine/double_neg" in out and "mine/sub_commutes" in out
+    assert "mine/sub_commutes (my_rules.py:" in out
+    assert "refuted: the sides differ for x: float32[1], y: float32[1]: x=[" in out
+    data = json.loads(report.read_text())
+    by_name = {r["rule"]: r for r in data["rules"]}
+    assert by_name["double_neg"]["status"] == PROVED
+    assert by_name["double_neg"]["numeric"] == "bit-exact"
+    assert by_name["sub_commutes"]["status"] == REFUTED
+    assert by_name["sub_commutes"]["counterexample"]["inputs"]
+    assert data["summary"]["refuted"] == 1
+
+
+def test_rewrite_verify_of_sound_rules_exits_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "ok_rules.py"
+    path.write_text(USER_RULES.split("@MINE.rule\ndef sub_commutes")[0])
+    assert _verify([str(path), "--no-sample"]) == 0
+    out = capsys.readouterr().out
+    assert "mine/double_neg" in out and "1 proved" in out
+
+
+def test_every_wrong_rule_is_refused_by_the_gate() -> None:
+    accepted, refused = gate([WRONG], allow_approximate=False)
+    assert not accepted[0].rules
+    assert len(refused) == len(WRONG)
+    assert all(r.status == REFUTED and r.counterexample for r in refused)

@@ -1,0 +1,170 @@
+"""The prover: every built-in rule is proved; every wrong rule is refuted with a counterexample.
+
+The suite fails if a built-in rule is not `proved` (refuted and unknown both fail), or if a
+deliberately wrong rule (tests/verify/wrong_rules.py) is not refuted with a counterexample
+that names its case, inputs and both sides' outputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rewrite.rules import Int, Rewrite, Rule, RuleSet, Tensor, op, rewrite
+from rewrite.verify.bound import Bound
+from rewrite.verify.prove import PROVED, REFUTED, UNKNOWN, prove
+from rulesets import builtin
+from tests.verify.wrong_rules import WRONG
+
+BUILTIN = [r for rs in builtin().values() for r in rs]
+
+
+@pytest.mark.parametrize("rule", BUILTIN, ids=lambda r: r.name)
+def test_builtin_rule_is_proved(rule: Rule) -> None:
+    result = prove(rule)
+    assert result.status == PROVED, (
+        result.counterexample.line() if result.counterexample else result.reason
+    )
+    assert result.cases > 0
+
+
+def test_there_are_at_least_15_wrong_rules() -> None:
+    assert len(WRONG) >= 15
+
+
+@pytest.mark.parametrize("rule", list(WRONG), ids=lambda r: r.name)
+def test_wrong_rule_is_refuted_with_a_counterexample(rule: Rule) -> None:
+    result = prove(rule)
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None
+    assert cx.case["shapes"] and cx.case["dtypes"]
+    line = cx.line()
+    assert cx.why in line and "for " in line
+    if cx.lhs is not None:  # a value counterexample: inputs and both outputs
+        assert set(cx.inputs) == set(cx.case["shapes"])
+        assert not np.array_equal(np.asarray(cx.lhs, dtype=float), np.asarray(cx.rhs, dtype=float))
+
+
+def _rule(rs: RuleSet, name: str) -> Rule:
+    return next(r for r in rs if r.name == name)
+
+
+def test_division_by_a_value_that_can_be_zero_is_refuted_at_zero() -> None:
+    cx = prove(_rule(WRONG, "mul_div_cancel")).counterexample
+    assert cx is not None
+    assert np.asarray(cx.inputs["y"]).reshape(-1)[0] == 0
+    assert np.isnan(np.asarray(cx.lhs_float64, dtype=float)).all()  # 0 / 0 in float64
+
+
+def test_gelu_counterexample_is_confirmed_in_float64() -> None:
+    cx = prove(_rule(WRONG, "gelu_tanh_declared_exact")).counterexample
+    assert cx is not None and "confirmed in float64" in cx.why
+    left, right = np.asarray(cx.lhs, dtype=float), np.asarray(cx.rhs, dtype=float)
+    assert np.max(np.abs(left - right)) > 1e-7
+
+
+def test_integer_semantics_truncate() -> None:
+    cx = prove(_rule(WRONG, "div_mul_int_truncates")).counterexample
+    assert cx is not None and set(cx.case["dtypes"].values()) == {"int64"}
+
+
+def test_cast_removal_is_a_type_counterexample() -> None:
+    cx = prove(_rule(WRONG, "cast_removed")).counterexample
+    assert cx is not None and "differ in type" in cx.why and cx.lhs is None
+
+
+RS = RuleSet("t")
+
+
+@RS.rule
+def exp_neg_reciprocal(x: Tensor) -> Rewrite:
+    """Exp(-x) = 1 / Exp(x): true, but not provable with exp uninterpreted"""
+    return rewrite(op.Exp(-x)).to(op.Reciprocal(op.Exp(x)))
+
+
+@RS.rule
+def relu_of_exp(x: Tensor) -> Rewrite:
+    """Relu(Exp(x)) = Exp(x): needs the axiom exp(t) > 0"""
+    return rewrite(op.Relu(op.Exp(x))).to(op.Exp(x))
+
+
+@RS.rule
+def sub_self(x: Tensor, c: Tensor) -> Rewrite:
+    """x - x = 0: proved in real arithmetic (NaN/Inf inputs are outside the semantics)"""
+    y = x - x
+    return rewrite(y + c).to(c, c.is_zero(), (y + c).shape == c.shape, y.shape == c.shape)
+
+
+@RS.rule
+def never_matches(x: Tensor) -> Rewrite:
+    """Neg(x) = x when rank 7: no case in the bound"""
+    return rewrite(-x).to(x, x.rank == 7)
+
+
+@RS.rule
+def softmax_rank1(x: Tensor, a: Int) -> Rewrite:
+    """Softmax(x, axis=a) = Softmax(x, axis=-1) when rank 1"""
+    return rewrite(op.Softmax(x, axis=a)).to(op.Softmax(x, axis=-1), x.rank == 1)
+
+
+@RS.rule
+def mul_commutes_both_ways(x: Tensor, y: Tensor) -> list[Rewrite]:
+    """x · y = y · x, as a two-pattern rule"""
+    return [rewrite(x * y, y * x).to(y * x, x * y)]
+
+
+@RS.rule
+def matmul_assoc_2d(a: Tensor, b: Tensor, c: Tensor) -> Rewrite:
+    """(A @ B) @ C = A @ (B @ C) for matrices"""
+    return rewrite((a @ b) @ c).to(a @ (b @ c), a.rank == 2, b.rank == 2, c.rank == 2)
+
+
+def test_multi_pattern_rules_are_proved() -> None:
+    assert prove(_rule(RS, "mul_commutes_both_ways")).status == PROVED
+
+
+def test_matmul_associativity_is_proved_with_its_rank_guards() -> None:
+    result = prove(_rule(RS, "matmul_assoc_2d"))
+    assert result.status == PROVED and result.cases > 0
+
+
+def test_true_rule_needing_more_than_the_axioms_is_unknown_not_refuted() -> None:
+    result = prove(_rule(RS, "exp_neg_reciprocal"))
+    assert result.status == UNKNOWN and "random inputs agree" in result.reason
+
+
+def test_axioms_are_used() -> None:
+    assert prove(_rule(RS, "relu_of_exp")).status == PROVED
+
+
+def test_x_minus_x_is_zero_in_reals() -> None:
+    assert prove(_rule(RS, "sub_self")).status == PROVED
+
+
+def test_guards_on_attributes_and_rank_select_cases() -> None:
+    result = prove(_rule(RS, "softmax_rank1"))
+    assert result.status == PROVED and result.cases == 4  # (1,) (3,) float32, (1,) (3,) int64
+
+
+def test_a_rule_without_cases_is_unknown() -> None:
+    result = prove(_rule(RS, "never_matches"))
+    assert result.status == UNKNOWN and "no case" in result.reason
+
+
+def test_a_bound_too_large_is_unknown() -> None:
+    rule = next(r for r in builtin()["cleanup"] if r.name == "transpose_transpose")
+    result = prove(rule, Bound(max_cases=10))
+    assert result.status == UNKNOWN and "more than 10 cases" in result.reason
+
+
+def test_a_rule_the_verifier_cannot_check_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewrite.errors import RuleError
+    from rewrite.verify import cases
+
+    def no_bound(*args: object) -> list[object]:
+        raise RuleError("the proof bound has no values for Transpose's perm (VecI)")
+
+    monkeypatch.setattr(cases, "domain", no_bound)
+    result = prove(next(r for r in builtin()["cleanup"] if r.name == "transpose_identity"))
+    assert result.status == UNKNOWN and "has no values for Transpose's perm" in result.reason
