@@ -10,5 +10,6 @@ from rewrite.rules.rule import RuleSet
 
 def builtin() -> dict[str, RuleSet]:
     from rulesets.cleanup import CLEANUP
+    from rulesets.ort import ORT
 
-    return {rs.name: rs for rs in (CLEANUP,)}
+    return {rs.name: rs for rs in (CLEANUP, ORT)}

@@ -33,10 +33,11 @@ _SAME_SHAPE = [
     "Reciprocal",
     "Dropout",
     "Softmax",
+    "LayerNormalization",
     "Abs",
     "Log",
 ]
-_BROADCAST = ("Add", "Sub", "Mul", "Div", "Pow")
+_BROADCAST = ("Add", "Sub", "Mul", "Div", "Pow", "Sum")
 
 PRELUDE = """
 (sort VecI (Vec i64))

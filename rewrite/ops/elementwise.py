@@ -197,7 +197,9 @@ _VARIADIC: tuple[tuple[str, ArrayFn], ...] = (
     ("Sum", np.add),
 )
 for _name, _vfn in _VARIADIC:
-    register(OpSpec(_name, _arith_infer, _variadic(_vfn), _variadic_flops))
+    # Sum of two inputs is typed: it is Add under another name (ORT fuses Add, not Sum)
+    two = {"egg": _EGG2, "z3": _binary(np.add)} if _name == "Sum" else {}
+    register(OpSpec(_name, _arith_infer, _variadic(_vfn), _variadic_flops, **two))
 register(OpSpec("Mean", _arith_infer, _variadic(np.add, mean=True), _variadic_flops))
 _COMPARE: tuple[tuple[str, ArrayFn], ...] = (
     ("Equal", np.equal),

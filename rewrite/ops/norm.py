@@ -19,10 +19,10 @@ import numpy as np
 from onnx import TensorProto
 
 from rewrite.ops._z3 import float_only, vmap
-from rewrite.ops.base import EggSig, OpCall, OpSpec, ReferenceFn, TensorType, fail
+from rewrite.ops.base import EggSig, OpCall, OpSpec, ReferenceFn, TensorType, broadcast, fail
 from rewrite.ops.elementwise import per_element, same_type
 from rewrite.ops.registry import register
-from rewrite.ops.unary import EXP
+from rewrite.ops.unary import EXP, SQRT
 
 Array = np.ndarray
 
@@ -44,6 +44,12 @@ def _layer_norm_infer(call: OpCall) -> list[TensorType]:
     stat_shape = None
     if x.shape is not None and axis is not None:
         stat_shape = (*x.shape[:axis], *[1] * (len(x.shape) - axis))
+    if x.shape is not None and axis is not None:
+        normalized = tuple(x.shape[axis:])
+        for i in (1, 2):
+            s = call.input(i).shape if call.has_input(i) else None
+            if s is not None and broadcast(normalized, s) != normalized:
+                raise fail(call, f"input {i} of shape {s} does not broadcast to {normalized}")
     stat = TensorType(int(call.attr("stash_type", TensorProto.FLOAT)), stat_shape)
     return [x, stat, stat][: max(1, call.n_outputs)]
 
@@ -156,7 +162,34 @@ def _z3_softmax(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     return [e / e.sum(axis=axis, keepdims=True)]
 
 
-register(OpSpec("LayerNormalization", _layer_norm_infer, _layer_norm_ref, per_element(8)))
+def _z3_layer_norm(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """(x - mean) / sqrt(var + epsilon) · scale + bias over axes [axis, rank), in reals."""
+    float_only(call)
+    x, scale, b = arrays[0], arrays[1], arrays[2]
+    assert x is not None and scale is not None and b is not None
+    axes = tuple(range(_axis(call, x.ndim, -1) or 0, x.ndim))
+    n = int(np.prod([x.shape[a] for a in axes]))
+    mean = x.sum(axis=axes, keepdims=True) / n
+    var = ((x - mean) * (x - mean)).sum(axis=axes, keepdims=True) / n
+    eps = float(call.attr("epsilon", 1e-5))
+    inv = vmap(lambda v: 1 / SQRT(v + eps), var)
+    return [(x - mean) * inv * scale + b]
+
+
+register(
+    OpSpec(
+        "LayerNormalization",
+        _layer_norm_infer,
+        _layer_norm_ref,
+        per_element(8),
+        # typed with scale and bias given and only the normalized output used
+        egg=EggSig(
+            attrs=(("axis", "i64", -1), ("epsilon", "f64", 1e-5), ("stash_type", "i64", 1)),
+            n_inputs=3,
+        ),
+        z3=_z3_layer_norm,
+    )
+)
 register(OpSpec("BatchNormalization", _batch_norm_infer, _batch_norm_ref, per_element(2)))
 register(OpSpec("InstanceNormalization", same_type, _instance_norm_ref, per_element(8)))
 register(

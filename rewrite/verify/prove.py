@@ -198,7 +198,9 @@ def check_case(
         return Counterexample(
             repr(rw), f"the right side is not defined ({case.rhs_error})", case.describe()
         )
-    for lhs, rhs in zip(rw.lhs, rw.rhs, strict=True):
+    # a root whose right side is its left side (a multi-pattern rule's context) holds trivially
+    pairs = [(lhs, rhs) for lhs, rhs in zip(rw.lhs, rw.rhs, strict=True) if lhs != rhs]
+    for lhs, rhs in pairs:
         lt, rt = case.types[lhs], case.types.get(rhs) or case.rhs_types[rhs]
         if (lt.dtype, lt.shape) != (rt.dtype, rt.shape):
             return Counterexample(
@@ -209,14 +211,14 @@ def check_case(
     inputs = _inputs(case, syms)
     ev = Evaluator(case, inputs, z3_backend, all_of=_all)
     try:
-        lefts = [np.asarray(ev.term(t), dtype=object) for t in rw.lhs]
+        lefts = [np.asarray(ev.term(t), dtype=object) for t, _ in pairs]
         assume = [ev.expr(g) for g in case.value_guards]
     except ShapeError:
         return SKIP  # the semantics reject the left side's inputs: no graph has this case
     if any(a is False for a in assume):
         return SKIP
     try:
-        rights = [np.asarray(ev.term(t), dtype=object) for t in rw.rhs]
+        rights = [np.asarray(ev.term(t), dtype=object) for _, t in pairs]
     except ShapeError as e:
         return Counterexample(repr(rw), f"the right side is not defined ({e})", case.describe())
     diffs = []

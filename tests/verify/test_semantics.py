@@ -79,6 +79,12 @@ CASES = [
         ((2, 5),),
         values={"starts": (1,), "ends": (4,), "axes": (1,), "steps": (2,)},
     ),
+    OpCase("Sum", ((2, 3), (3,))),
+    OpCase(
+        "LayerNormalization",
+        ((2, 3), (3,), (3,)),
+        values={"axis": -1, "epsilon": 1e-5, "stash_type": 1},
+    ),
     OpCase("QuickGelu", ((2, 3),), values={"alpha": 1.702}, domain=MS),
     OpCase("QuickGelu", ((2, 3),), values={"alpha": 1.0}, domain=MS),
     OpCase("Gelu", ((2, 3),), domain=MS),
