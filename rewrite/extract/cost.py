@@ -1,17 +1,29 @@
 """Per-e-node cost estimates (µs) for a `Target`, and the DAG cost of a `Choice`.
 
-The model is a roofline with a per-op coefficient and a fixed per-op overhead:
+The model is a roofline with a per-op coefficient and a fixed per-node overhead:
 
-    cost(e-node) = max(flops / throughput, bytes / bandwidth) · coeff[op] + overhead
+    cost(e-node) = max(flops / throughput, act / bandwidth + weights / mem_bandwidth)
+                   · coeff[key] + overhead
 
-in microseconds, where `throughput` is `target.peak_flops` for GEMM-like ops (`GEMM_OPS`)
-and `target.vector_flops` for everything else, `flops` and `bytes` come from the op's
-`OpSpec` (`flops`, `bytes`) evaluated on the e-node's `OpCall` (`Snapshot.call`) and its
-output types, and `coeff` defaults to 1. Leaves (`Input`, `Init`, `Absent`) and `Out`
-projections cost 0. View-like ops (`VIEW_OPS`: Reshape, Squeeze, Unsqueeze, Flatten, Identity,
-Dropout) cost the overhead only, so removing an Identity is always a win. An op with no spec
-(opaque or unknown) costs `bytes / bandwidth · coeff + overhead` with bytes = its inputs' and
-outputs' sizes from the class types.
+in microseconds. `throughput` is `target.peak_flops` for GEMM-like ops (`GEMM_OPS`) and
+`target.vector_flops` for the others. `flops` and the bytes moved come from the op's `OpSpec`
+(`flops`, `bytes`; for contrib ops the registry lacks, from `contrib.py`) evaluated on the
+e-node's `OpCall` (`Snapshot.call`) and its output types; `weights` are the bytes of its
+constant inputs (at most the bytes moved: a Gather reads only its rows) and `act` the rest,
+because a whole model reads each weight once per run from memory but its activations from
+cache. `key` is `target.coeff_key` (the op, or a variant such as `Conv:grouped`); `coeff`
+and the target's numbers come from calibration (`calibrate.py`, `target.py`).
+
+Leaves (`Input`, `Init`, `Absent`) and `Out` projections cost 0. View-like ops (`VIEW_OPS`)
+cost the overhead only, so removing an Identity is always a win. An op neither the registry
+nor `contrib` knows costs its inputs' and outputs' bytes (from the class types) at
+`bandwidth`, times its coefficient, plus the overhead.
+
+ORT rewrites some patterns after us (ORT_ENABLE_ALL), and prices must follow what it runs.
+One fusion changes a ranking on the CPU EP: `LayerNormalization(Add(x, s))` becomes
+`SkipLayerNormalization`, 5x slower than the pair on ORT 1.32 (corpus README). An Add that ORT
+would fuse that way is priced as what the fusion adds (`CostModel.cost`); writing it as `Sum`
+avoids the fusion, and the extractor sees the difference.
 
 Unknown sizes never crash. Before a spec's functions see a type, every symbolic dim (`str`)
 and unknown dim (`None`) counts as `ASSUMED_DIM` (1) unless `dims` names its size (e.g.
@@ -19,10 +31,8 @@ and unknown dim (`None`) counts as `ASSUMED_DIM` (1) unless `dims` names its siz
 and an unknown dtype as 4 bytes. Why 1 and not a "typical" 128: the same data reaches
 equivalent e-nodes under different shapes (`(b, s, 768)` and its flattened `(b·s, 768)`, whose
 first dim shape inference leaves unnamed); only 1 gives both the same size, so no rewrite wins
-on a counting artifact. Where nothing is known the estimate degrades toward counting kernels
-(the overhead), never toward a bias for one shape form. When a spec's function raises on the
-assumed shapes (or at all), the e-node falls back to the no-spec estimate and
-`CostModel.fallbacks` names it.
+on a counting artifact. When a spec's function raises on the assumed shapes (or at all), the
+e-node falls back to the no-spec estimate and `CostModel.fallbacks` names it.
 
 Costs live in a `NodeCosts` dict keyed by (class id, e-node); extractors never pick an e-node
 that is missing from it or whose cost is `inf`. Costs are finite and >= 0 otherwise.
@@ -31,16 +41,52 @@ that is missing from it or whose cost is `inf`. Costs are finite and >= 0 otherw
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from rewrite.errors import ExtractionError
+from rewrite.extract.contrib import MS, contrib_work
 from rewrite.extract.snapshot import LEAVES, Choice, ENode, Snapshot
+from rewrite.extract.target import (
+    BUILTIN_CPU,
+    BUILTIN_CUDA,
+    CPU,
+    CUDA,
+    GEMM_OPS,
+    TARGETS,
+    Target,
+    coeff_key,
+    load_target,
+    target_from_table,
+)
 from rewrite.ops.base import OpCall, OpSpec, TensorType, itemsize
 from rewrite.ops.registry import lookup
 
+__all__ = [
+    "BUILTIN_CPU",
+    "BUILTIN_CUDA",
+    "CPU",
+    "CUDA",
+    "GEMM_OPS",
+    "TARGETS",
+    "VIEW_OPS",
+    "CostModel",
+    "NodeCosts",
+    "Target",
+    "call_work",
+    "coeff_key",
+    "enode_cost",
+    "graph_cost",
+    "load_target",
+    "node_costs",
+    "target_from_table",
+]
+
 NodeCosts = dict[tuple[int, ENode], float]
 """(class id, e-node) -> estimated cost in µs."""
+
+Work = tuple[float, float, float]
+"""(FLOPs, bytes moved, of which bytes of constant inputs)."""
 
 ASSUMED_DIM = 1
 """Size of a symbolic or unknown dim that `dims` does not name (module doc: why 1)."""
@@ -48,75 +94,11 @@ ASSUMED_DIM = 1
 Dims = Mapping[str, int]
 """Sizes of named symbolic dims, e.g. {"batch": 1, "sequence": 128}."""
 
-GEMM_OPS = frozenset(
-    {
-        "MatMul",
-        "Gemm",
-        "Conv",
-        "ConvTranspose",
-        "FusedMatMul",
-        "FusedGemm",
-        "FusedConv",
-        "MatMulInteger",
-        "QLinearMatMul",
-        "QLinearConv",
-        "Attention",
-        "MultiHeadAttention",
-    }
-)
-"""Ops that run at the target's GEMM throughput (`peak_flops`)."""
-
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dropout"})
 """Ops that move no data in ORT (a view or a pass-through): they cost the overhead only."""
 
 FREE_OPS = LEAVES | {"Out"}
 """Labels that are not kernels at all: cost 0."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """A machine + execution provider, as the roofline sees it.
-
-    `peak_flops` (FLOP/s) applies to `GEMM_OPS`, `vector_flops` (FLOP/s) to all other ops,
-    `bandwidth` is effective memory bandwidth (bytes/s), `overhead` is the fixed cost of one
-    kernel launch / ORT node dispatch (seconds), `coeffs` multiplies an op's roofline time
-    (default 1.0; calibration fills it).
-    """
-
-    name: str
-    peak_flops: float
-    vector_flops: float
-    bandwidth: float
-    overhead: float
-    coeffs: Mapping[str, float] = field(default_factory=dict)
-
-    def coeff(self, op: str) -> float:
-        return self.coeffs.get(op, 1.0)
-
-
-CPU = Target(
-    name="cpu",
-    peak_flops=85e9,
-    vector_flops=8e9,
-    bandwidth=10e9,
-    overhead=2e-6,
-    # Until `rewrite calibrate` exists: ops with scattered or strided access run below
-    # streaming bandwidth.
-    coeffs={"Transpose": 1.5, "Gather": 1.5, "ScatterND": 2.0, "Softmax": 1.5},
-)
-"""Default for ORT's CPU EP on a few cores (fp32): the numbers a later calibration replaces."""
-
-CUDA = Target(
-    name="cuda",
-    peak_flops=20e12,
-    vector_flops=2e12,
-    bandwidth=1.0e12,
-    overhead=8e-6,
-    coeffs={"Transpose": 1.5, "Gather": 1.5, "ScatterND": 2.0, "Softmax": 1.5},
-)
-"""Default for ORT's CUDA EP on a datacenter GPU (fp32/TF32): launch overhead dominates."""
-
-TARGETS = {t.name: t for t in (CPU, CUDA)}
 
 
 def assume_type(t: TensorType | None, dims: Dims | None = None) -> TensorType | None:
@@ -148,8 +130,10 @@ def type_bytes(t: TensorType | None, dims: Dims | None = None) -> float:
 class CostModel:
     """Prices the e-nodes of one snapshot for one target.
 
-    Building it indexes the `Out` projections once, so multi-output op nodes (in `N` classes)
-    see their outputs' types. `fallbacks` lists the e-nodes priced without their spec.
+    Building it indexes the `Out` projections (so multi-output op nodes in `N` classes see
+    their outputs' types) and each class's consumers (for ORT's SkipLayerNormalization
+    fusion). `fallbacks` lists the e-nodes priced without their spec; `fused` the Adds priced
+    as ORT will fuse them.
     """
 
     def __init__(self, snapshot: Snapshot, target: Target = CPU, dims: Dims | None = None) -> None:
@@ -157,12 +141,18 @@ class CostModel:
         self.target = target
         self.dims: Dims = dict(dims or {})
         self.fallbacks: list[str] = []
+        self.fused: list[str] = []
         outs: dict[int, dict[int, TensorType]] = {}
+        users: dict[int, list[tuple[int, ENode, int]]] = {}
         for cid, node in snapshot.enodes():
             if node.op == "Out" and node.children:
                 index = int(node.args[0]) if node.args else 0
                 outs.setdefault(node.children[0], {}).setdefault(index, snapshot.classes[cid].type)
+            for i, kid in enumerate(node.children):
+                users.setdefault(kid, []).append((cid, node, i))
         self._outs = outs
+        self._users = users
+        self._roots = set(snapshot.roots)
 
     def output_types(self, cid: int) -> list[TensorType]:
         """The types an e-node in class `cid` produces: the class's own, or its projections'."""
@@ -178,26 +168,44 @@ class CostModel:
         """Estimated µs of `node` in class `cid` (module doc: formula and assumptions)."""
         if node.op in FREE_OPS:
             return 0.0
-        t = self.target
         if node.op in VIEW_OPS:
-            return t.overhead * 1e6
-        flops, nbytes = self._work(cid, node)
-        throughput = t.peak_flops if node.op in GEMM_OPS else t.vector_flops
-        seconds = max(flops / throughput, nbytes / t.bandwidth) * t.coeff(node.op) + t.overhead
-        return seconds * 1e6
+            return self.target.overhead * 1e6
+        if node.op == "Add" and not node.domain:
+            fused = self._skip_layer_norm(cid, node)
+            if fused is not None:
+                return fused
+        return self.roofline(node.op, self.key(node), self.work(cid, node))
 
-    def _work(self, cid: int, node: ENode) -> tuple[float, float]:
-        """(FLOPs, bytes) of `node`: from its spec when it has one, else bytes only."""
+    def roofline(self, op: str, key: str, work: Work) -> float:
+        """µs of `work` for an op (`GEMM_OPS` run at `peak_flops`) under key `key`."""
+        t = self.target
+        flops, nbytes, weights = work
+        compute = flops / (t.peak_flops if op in GEMM_OPS else t.vector_flops)
+        memory = (nbytes - weights) / t.bandwidth + weights / t.weight_bandwidth
+        return (max(compute, memory) * t.coeff(key) + t.overhead) * 1e6
+
+    def key(self, node: ENode) -> str:
+        """`coeff_key` of `node`, with the snapshot telling whether input 1 is a constant."""
+        const_b = len(node.children) > 1 and self._is_const(node.children[1])
+        return coeff_key(node, self._call(node), const_b)
+
+    def work(self, cid: int, node: ENode) -> Work:
+        """(FLOPs, bytes, constant bytes) of `node`: `call_work` when it can, else the bytes of
+        its classes (all counted as activations)."""
         outputs = self.output_types(cid)
         call = self._call(node)
-        spec = lookup(node.op, node.domain)
-        if call is not None and spec is not None:
-            # An op module's flops/bytes may reject the assumed shapes, or have a bug; a cost
-            # estimate must not abort extraction, so fall back and record it.
-            try:
-                return _spec_work(spec, call, outputs, self.dims)
-            except Exception as err:  # any failure -> no-spec estimate
-                self.fallbacks.append(f"{node.op} in class {cid}: {type(err).__name__}: {err}")
+        # An op module's flops/bytes may reject the assumed shapes, or have a bug; a cost
+        # estimate must not abort extraction, so fall back and record it.
+        try:
+            if call is not None:
+                flags = None
+                if len(node.children) == len(call.inputs):  # else Snapshot.call's consts say
+                    flags = [self._is_const(k) for k in node.children]
+                known = call_work(node.op, node.domain, call, outputs, self.dims, flags)
+                if known is not None:
+                    return known
+        except Exception as err:  # any failure -> no-spec estimate
+            self.fallbacks.append(f"{node.op} in class {cid}: {type(err).__name__}: {err}")
         if call is not None:
             inputs = list(call.inputs)
         else:
@@ -205,13 +213,81 @@ class CostModel:
             inputs = [
                 k.type for k in kids if k is not None and k.sort != "N" and not _is_absent(k.nodes)
             ]
-        return 0.0, sum(type_bytes(x, self.dims) for x in [*inputs, *outputs])
+        return 0.0, sum(type_bytes(x, self.dims) for x in [*inputs, *outputs]), 0.0
+
+    def _skip_layer_norm(self, cid: int, node: ENode) -> float | None:
+        """µs of an Add that ORT will fuse with its LayerNormalization consumer, or None.
+
+        ORT (CPU, ORT_ENABLE_ALL) rewrites `LayerNormalization(Add(x, s))` into
+        `com.microsoft.SkipLayerNormalization` when x and s are 3-D of one shape, the Add is
+        not a graph output and LayerNormalization (last axis) is its only consumer (checked
+        on ORT 1.32: a second consumer, 2-D inputs or a broadcast bias all prevent it). In an
+        e-graph "only consumer" means: every e-node that uses the Add's class is in a class
+        that holds such a LayerNormalization. The Add is priced as what fusing it adds:
+        SkipLayerNormalization minus LayerNormalization (at least the overhead).
+        """
+        if len(node.children) != 2 or cid in self._roots:
+            return None
+        ta, tb = (assume_type(self.snapshot.classes[k].type, self.dims) for k in node.children)
+        if ta is None or tb is None or ta.shape != tb.shape or len(ta.shape or ()) != 3:
+            return None
+        users = self._users.get(cid, [])
+        lns = [(u, n) for u, n, i in users if n.op == "LayerNormalization" and i == 0]
+        if not lns or any(u not in {c for c, _ in lns} for u, _, _ in users):
+            return None
+        ln_cid, ln = lns[0]
+        ln_call = self._call(ln)
+        if ln_call is None or int(ln_call.attr("axis", -1)) not in (-1, 2):
+            return None
+        skip = ENode("SkipLayerNormalization", (*node.children, *ln.children[1:]), domain=MS)
+        call = replace(ln_call, op_type=skip.op, inputs=[ta, tb, *ln_call.inputs[1:]])
+        work = call_work(skip.op, MS, call, [ta])
+        if work is None:
+            return None
+        fused = self.roofline(skip.op, coeff_key(skip, call), work)
+        self.fused.append(f"Add in class {cid} + LayerNormalization in class {ln_cid}")
+        return max(self.target.overhead * 1e6, fused - self.cost(ln_cid, ln))
+
+    def _is_const(self, cid: int) -> bool:
+        cls = self.snapshot.classes.get(cid)
+        return cls is not None and any(n.op == "Init" for n in cls.nodes)
 
     def _call(self, node: ENode) -> OpCall | None:
         try:
             return self.snapshot.call(node)
         except Exception:  # a malformed opaque key or signature: no spec view
             return None
+
+
+def call_work(
+    op: str,
+    domain: str,
+    call: OpCall,
+    outputs: list[TensorType],
+    dims: Dims | None = None,
+    const: Sequence[bool] | None = None,
+) -> Work | None:
+    """(FLOPs, bytes, constant-input bytes) of one op call, from its registered spec, else from
+    `contrib`, on the assumed sizes; None when neither knows the op. Raises whatever the spec's
+    functions raise. Input i is constant where `const[i]` (default: `call.consts` has it)."""
+    spec = lookup(op, domain)
+    assumed = replace(call, inputs=[assume_type(t, dims) for t in call.inputs])
+    if spec is not None:
+        flops, nbytes = _spec_work(spec, assumed, outputs, dims or {})
+    elif domain in ("", "ai.onnx"):
+        return None
+    else:
+        # Shape inference does not know contrib ops: an output of unknown type is left for the
+        # op's work function to infer, not priced as one element.
+        known = all(o.shape is not None and o.dtype != 0 for o in outputs)
+        outs = [a for a in (assume_type(o, dims) for o in outputs) if a is not None]
+        got = contrib_work(domain, op, assumed, outs if known else [])
+        if got is None:
+            return None
+        flops, nbytes = got
+    flags = const if const is not None else [c is not None for c in call.consts]
+    consts = sum(type_bytes(t) for t, c in zip(assumed.inputs, flags, strict=False) if c)
+    return flops, nbytes, min(consts, nbytes)
 
 
 def _spec_work(

@@ -109,10 +109,12 @@ def test_batch_norm_training_has_no_reference() -> None:
         spec.reference(c, [f32(2, 3), *[f32(3)] * 4])
 
 
-def test_softmax_egg() -> None:
+def test_typed_forms() -> None:
     spec = lookup("Softmax")
     assert spec is not None and spec.egg is not None
     assert spec.egg.attrs == (("axis", "i64", -1),) and spec.egg.n_inputs == 1
-    for op in ["LogSoftmax", "LayerNormalization", "BatchNormalization"]:
+    ln = lookup("LayerNormalization")
+    assert ln is not None and ln.egg is not None and ln.egg.n_inputs == 3
+    for op in ["LogSoftmax", "BatchNormalization"]:
         other = lookup(op)
         assert other is not None and other.egg is None
