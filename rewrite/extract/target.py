@@ -61,7 +61,14 @@ class Target:
     """0 = same as `bandwidth`."""
 
     def coeff(self, key: str) -> float:
-        """Multiplier of a cost key; a variant (`Conv:grouped`) falls back to its op's."""
+        """Multiplier of a cost key; a variant (`Conv:grouped`) falls back to its op's.
+
+        `Sum` of two inputs runs Add's kernel: it is priced as Add plus 0.1%, so that it is
+        chosen only where it changes what ORT fuses (an Add that ORT would fuse into
+        SkipLayerNormalization), never on calibration noise (and an Add that ORT fuses into
+        BiasGelu stays an Add)."""
+        if key.split(":", 1)[0] == "Sum":
+            return self.coeff(key.replace("Sum", "Add", 1)) * 1.001
         if key in self.coeffs:
             return self.coeffs[key]
         return self.coeffs.get(key.split(":", 1)[0], 1.0)
