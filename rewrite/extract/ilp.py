@@ -1,0 +1,433 @@
+"""ILP extraction on HiGHS: the cheapest acyclic DAG choice, or a bound on how far from it.
+
+`ilp(snapshot, costs, warm=greedy_choice)` shrinks the problem (`shrink.py`: exact
+reductions), splits it into independent blocks and solves each block as a MIP:
+
+    x_n ∈ {0, 1} per node, y_c ∈ {0, 1} per class         (y_c = 1: class c is computed)
+    Σ_{n ∈ c} x_n = y_c                   every class     (exactly one node per computed class)
+    x_n ≤ y_d                             every node n, child class d of n
+    y_r = 1                               every required class (roots, and what they force)
+    minimize Σ cost_n · x_n               (DAG cost: each chosen node paid once)
+
+"Exactly one" rather than "at least one": with costs >= 0 a second node never helps, and one
+node per class makes the mapping back trivial and cycle cuts valid per class.
+
+Acyclicity is needed only inside the cyclic strongly connected components of the class graph
+(edge c -> d when a node of c has child d); elsewhere no choice can close a cycle. Two ways:
+- `"order"` (default): a continuous level t_c ∈ [0, |S| - 1] per class of a cyclic SCC S and,
+  for each node n of c with a child d in S, t_c - t_d ≥ 1 - |S|·(1 - x_n): a chosen node's
+  children sit strictly lower. One solve.
+- `"cuts"`: solve without them; while the chosen graph has cycles, add for each cycle
+  c_1 -> … -> c_k -> c_1 (one per back edge of a DFS) Σ_i Σ{x_n : n ∈ c_i, c_{i+1} child of
+  n} ≤ k - 1 (those classes cannot all point along the cycle) and solve again.
+Both also get, for every two classes c, d of one SCC that can point at each other,
+Σ{x_n : n ∈ c, d child of n} + Σ{x_m : m ∈ d, c child of m} ≤ 1: valid, and it closes most of
+big-M's LP gap on short cycles (dense-cycle random e-graphs: 1.5-7x faster to optimal).
+"order" is the default: one solve, and on those e-graphs as fast or faster than cuts, which
+took up to 16 rounds (`bench/extract.py --acyclic both`). Real e-graphs seldom need either:
+no corpus model's e-graph measured (cleanup, +AC, +custom rules) has a cyclic SCC of two or
+more classes; its self-loops (Identity(x) = x) are dropped by shrink.
+
+Warm start: per block, the given choice (`warm`, e.g. greedy's) mapped onto the block, or
+greedy run on the block when it does not map; HiGHS starts from it, so the result is never
+worse. The time limit covers shrink (not interruptible; about 20-40 µs per e-node) and all
+blocks, smallest first; HiGHS is also interrupted from its MIP callback. One phase hears
+neither: a root cut-separation round, measured at up to 9 s on a 10,000-class random e-graph
+(under 1 s on every corpus e-graph), so the limit can be overshot by one such round. Every
+result is checked for acyclicity and completeness before it is returned; `check_choice` is
+left to the caller (`select.run_extraction` runs it).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import highspy
+import numpy as np
+from highspy.highs import HighsCallbackEvent
+
+from rewrite.errors import ExtractionError
+from rewrite.extract.cost import graph_cost
+from rewrite.extract.problem import Pick, Problem, to_problem
+from rewrite.extract.shrink import ShrinkStats, shrink
+from rewrite.extract.snapshot import Choice, Snapshot
+from rewrite.extract.solution import (
+    Block,
+    block_greedy,
+    cyclic_sccs,
+    find_cycles,
+    from_picks,
+    needed,
+    split,
+)
+
+Acyclic = Literal["order", "cuts"]
+
+
+@dataclass
+class ILPStats:
+    """What the ILP did. Costs in the cost model's unit (µs), the shrink's constant included.
+
+    `status` is "optimal" (proved within `rel_gap` of the whole graph's cost: each block stops
+    within its share, by warm-start cost, of that tolerance), "time limit" (some block stopped
+    early; its best solution is used), or "no ILP needed" (shrink solved it all).
+    `objective` is the returned choice's cost, `bound` a proved lower bound on the optimum,
+    `gap` = (objective - bound) / objective (0 when both are 0).
+    """
+
+    status: str = "not run"
+    objective: float = math.inf
+    bound: float = 0.0
+    gap: float = math.inf
+    warm_cost: float = math.inf
+    seconds: float = 0.0
+    blocks: int = 0
+    rows: int = 0
+    cols: int = 0
+    solves: int = 0
+    """HiGHS runs: one per block, more with `acyclic="cuts"` (one per round of cuts)."""
+    shrink: ShrinkStats = field(default_factory=ShrinkStats)
+
+    def summary(self) -> str:
+        return (
+            f"ilp {self.status}: cost {self.objective:.6g}, bound {self.bound:.6g}, "
+            f"gap {self.gap:.2%}, {self.seconds:.2f} s, {self.blocks} blocks "
+            f"({self.shrink.nodes_before} -> {self.shrink.nodes_after} e-nodes after shrink)"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
+            for k, v in vars(self).items()
+            if k != "shrink"
+        }
+        out["shrink"] = self.shrink.to_json()
+        return out
+
+
+@dataclass
+class _Result:
+    nodes: list[int]
+    objective: float
+    bound: float
+    status: str
+    rows: int = 0
+    cols: int = 0
+    solves: int = 0
+
+
+def ilp(
+    snapshot: Snapshot,
+    costs: Mapping[Pick, float],
+    *,
+    warm: Choice | None = None,
+    time_limit: float = 10.0,
+    rel_gap: float = 1e-4,
+    acyclic: Acyclic = "order",
+    reduce: bool = True,
+) -> tuple[Choice, ILPStats]:
+    """The ILP choice for the snapshot's roots and its stats (module doc: model and options).
+
+    `reduce=False` skips `shrink` (for measuring it; the optimum is the same).
+
+    Raises ExtractionError when the snapshot has no valid choice, or when HiGHS fails and no
+    warm start exists for a block. The choice is acyclic and complete; callers still run
+    `check_choice` on it.
+    """
+    start = time.perf_counter()
+    deadline = start + max(time_limit, 0.0)
+    full = to_problem(snapshot, costs)
+    if reduce:
+        problem, sstats = shrink(full)
+    else:
+        problem, sstats = full, ShrinkStats(len(full.classes), full.n_nodes)
+        sstats.classes_after, sstats.nodes_after = sstats.classes_before, sstats.nodes_before
+    blocks = sorted(split(problem), key=lambda b: b.n_nodes(problem))
+    stats = ILPStats(shrink=sstats, blocks=len(blocks))
+    warm_picks = warm.picks if warm is not None else {}
+    starts = [_warm_start(problem, block, warm_picks) for block in blocks]
+    warm_costs = [problem.solution_cost(s.values()) - problem.offset for s in starts]
+    warm_total = problem.offset + sum(warm_costs)
+    chosen: list[int] = []
+    bound = problem.offset
+    statuses = set()
+    for block, start_sel, block_cost in zip(blocks, starts, warm_costs, strict=True):
+        # The gap is the whole graph's: each block may stop within its share of
+        # rel_gap · (total cost), a much looser target than rel_gap of its own cost.
+        share = rel_gap * warm_total * block_cost / max(sum(warm_costs), 1e-300)
+        res = solve_block(problem, block, start_sel, deadline, rel_gap, share, acyclic)
+        chosen += res.nodes
+        bound += min(res.bound, res.objective)
+        statuses.add(res.status)
+        stats.rows += res.rows
+        stats.cols += res.cols
+        stats.solves += res.solves
+    picks = problem.picks_of(chosen)
+    choice = Choice(picks=picks, roots=list(snapshot.roots), extractor="ilp")
+    choice.cost = graph_cost(snapshot, choice, costs)
+    stats.status = (
+        "no ILP needed"
+        if not blocks
+        else "time limit"
+        if "time limit" in statuses
+        else "optimal"
+        if statuses == {"optimal"}
+        else ", ".join(sorted(statuses))
+    )
+    stats.objective = choice.cost
+    stats.bound = min(bound, choice.cost)
+    stats.gap = _gap(choice.cost, stats.bound)
+    stats.warm_cost = warm_total
+    stats.seconds = time.perf_counter() - start
+    choice.notes.append(stats.summary())
+    return choice, stats
+
+
+def _gap(upper: float, lower: float) -> float:
+    if upper <= 0.0:
+        return 0.0
+    return max(0.0, (upper - lower) / upper)
+
+
+def _warm_start(problem: Problem, block: Block, warm: Mapping[int, object]) -> dict[int, int]:
+    """A valid selection (class -> node) to start from: `warm` mapped onto the block, or, when
+    it does not map (no warm choice, or it picked a node that shrink dropped), greedy on the
+    block."""
+    mapped = from_picks(problem, block, warm) if warm else None
+    return mapped if mapped is not None else block_greedy(problem, block)
+
+
+def solve_block(
+    problem: Problem,
+    block: Block,
+    warm: dict[int, int],
+    deadline: float,
+    rel_gap: float,
+    abs_gap: float,
+    acyclic: Acyclic,
+) -> _Result:
+    """Solve one block, starting from the valid selection `warm` (never returns worse)."""
+    best = warm
+    best_cost = problem.solution_cost(warm.values()) - problem.offset
+    res = _Result(list(warm.values()), best_cost, 0.0, "time limit")
+    if deadline <= time.perf_counter():
+        return res
+    model = _Model(problem, block, with_order=acyclic == "order")
+    res.rows, res.cols = model.rows, model.cols
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return res
+        sel, bound, status = model.solve(best, left, rel_gap, abs_gap)
+        res.bound = max(res.bound, bound)
+        res.solves += 1
+        if sel is None:
+            if status == "infeasible":
+                raise ExtractionError(f"extract: HiGHS says block {block.roots} is infeasible")
+            return res
+        cycles = find_cycles(problem, block.roots, sel)
+        if not cycles:
+            nodes = needed(problem, block.roots, sel)
+            cost = sum(problem.cost[n] for n in nodes)
+            if cost <= best_cost:
+                res.nodes, res.objective = nodes, cost
+            res.status = status
+            res.rows, res.cols = model.rows, model.cols
+            return res
+        if acyclic == "order":
+            raise ExtractionError(f"extract: HiGHS returned a cycle through classes {cycles[0]}")
+        for cycle in cycles:
+            model.cut(cycle)
+
+
+class _Model:
+    """The MIP of one block as HiGHS arrays (module doc: variables and rows)."""
+
+    def __init__(self, problem: Problem, block: Block, *, with_order: bool) -> None:
+        self.problem = problem
+        self.block = block
+        nodes = [n for c in block.classes for n in problem.classes[c]]
+        self.x_of_node = x = {n: i for i, n in enumerate(nodes)}
+        # y_c is a column of its own only for a class with several nodes; else it is x_n.
+        self.y: dict[int, int] = {}
+        self.t0 = len(nodes)
+        for c in block.classes:
+            own = problem.classes[c]
+            if len(own) == 1:
+                self.y[c] = x[own[0]]
+            else:
+                self.y[c] = self.t0
+                self.t0 += 1
+        self.level: dict[int, int] = {}  # class of a cyclic SCC -> its t column
+        self.scc: dict[int, tuple[int, int]] = {}  # class -> (SCC number, SCC size)
+        for i, scc in enumerate(cyclic_sccs(problem, block.classes)):
+            for c in scc:
+                self.scc[c] = (i, len(scc))
+                if with_order:
+                    self.level[c] = self.t0 + len(self.level)
+        self.cols = self.t0 + len(self.level)
+        self.row_lo: list[float] = []
+        self.row_hi: list[float] = []
+        self.starts: list[int] = [0]
+        self.index: list[int] = []
+        self.value: list[float] = []
+        y = self.y
+        # (c, d) -> x of c's nodes that need d. One row per pair: at most one of them is
+        # chosen, so Σ x ≤ y_d is valid, and stronger and fewer than a row per node.
+        self.pointing: dict[tuple[int, int], list[int]] = {}
+        for c in block.classes:
+            own = problem.classes[c]
+            if len(own) > 1:
+                cols = [x[n] for n in own]
+                self._row([*cols, y[c]], [1.0] * len(cols) + [-1.0], 0.0, 0.0)
+            for n in own:
+                for d in problem.kids[n]:
+                    self.pointing.setdefault((c, d), []).append(x[n])
+        for (c, d), cols in self.pointing.items():
+            if c == d:  # self loops: their nodes are fixed to 0 below
+                continue
+            self._row([*cols, y[d]], [1.0] * len(cols) + [-1.0], -math.inf, 0.0)
+            scc = self.scc.get(c)
+            if scc is None or self.scc.get(d) != scc:
+                continue
+            back = self.pointing.get((d, c))
+            if back is not None and c < d:
+                # Two classes cannot point at each other: valid, and it closes most of the
+                # gap between big-M's LP bound and the optimum on short cycles (module doc).
+                self._row(cols + back, [1.0] * (len(cols) + len(back)), -math.inf, 1.0)
+            if with_order:
+                m = float(scc[1])
+                for col in cols:
+                    self._row(
+                        [self.level[c], self.level[d], col], [1.0, -1.0, -m], 1.0 - m, math.inf
+                    )
+        self.cost = np.zeros(self.cols)
+        self.cost[: len(nodes)] = [problem.cost[n] for n in nodes]
+        self.lower = np.zeros(self.cols)
+        self.upper = np.ones(self.cols)
+        for c in block.roots:
+            self.lower[y[c]] = 1.0
+        for n in nodes:  # a node that needs its own class (shrink drops these first)
+            if problem.owner[n] in problem.kids[n]:
+                self.upper[x[n]] = 0.0
+        for c, col in self.level.items():
+            self.upper[col] = self.scc[c][1] - 1.0
+        self.integrality = np.ones(self.cols, dtype=np.int32)
+        self.integrality[self.t0 :] = 0
+
+    @property
+    def rows(self) -> int:
+        return len(self.row_lo)
+
+    def _row(self, cols: list[int], vals: list[float], lo: float, hi: float) -> None:
+        self.index += cols
+        self.value += vals
+        self.starts.append(len(self.index))
+        self.row_lo.append(lo)
+        self.row_hi.append(hi)
+
+    def cut(self, cycle: list[int]) -> None:
+        """Forbid the classes of `cycle` from all pointing along it (module doc)."""
+        cols: list[int] = []
+        for i, c in enumerate(cycle):
+            cols += self.pointing.get((c, cycle[(i + 1) % len(cycle)]), [])
+        self._row(cols, [1.0] * len(cols), -math.inf, len(cycle) - 1.0)
+
+    def solve(
+        self, warm: dict[int, int], seconds: float, rel_gap: float, abs_gap: float
+    ) -> tuple[dict[int, int] | None, float, str]:
+        """(selection or None, lower bound, status) of one HiGHS run from `warm`."""
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("time_limit", max(seconds, 1e-3))
+        h.setOptionValue("mip_rel_gap", rel_gap)
+        h.setOptionValue("mip_abs_gap", max(abs_gap, 1e-9))
+        # Feasibility jump looks for a first solution; the warm start is one, and on large
+        # blocks the heuristic ran for seconds before the root LP, deaf to interrupts.
+        h.setOptionValue("mip_heuristic_run_feasibility_jump", False)
+        inf = h.getInfinity()
+        h.passModel(
+            self.cols,
+            self.rows,
+            len(self.index),
+            2,  # row-wise
+            1,  # minimize
+            0.0,
+            self.cost,
+            self.lower,
+            self.upper,
+            np.clip(np.asarray(self.row_lo), -inf, inf),
+            np.clip(np.asarray(self.row_hi), -inf, inf),
+            np.asarray(self.starts[:-1], dtype=np.int32),
+            np.asarray(self.index, dtype=np.int32),
+            np.asarray(self.value),
+            self.integrality,
+        )
+        start = self._values(warm)
+        h.setSolution(len(start), np.arange(len(start), dtype=np.int32), start)
+        stop_at = time.perf_counter() + seconds
+
+        def stop_when_late(event: HighsCallbackEvent) -> None:
+            # HiGHS's own time limit was overshot by 5 s on a large block; its MIP interrupt
+            # callback comes more often (module doc: the phase neither reaches).
+            if time.perf_counter() > stop_at:
+                event.interrupt()
+
+        h.cbMipInterrupt.subscribe(stop_when_late)
+        h.run()
+        status = h.getModelStatus()
+        info = h.getInfo()
+        name = {
+            highspy.HighsModelStatus.kOptimal: "optimal",
+            highspy.HighsModelStatus.kTimeLimit: "time limit",
+            highspy.HighsModelStatus.kInterrupt: "time limit",
+            highspy.HighsModelStatus.kInfeasible: "infeasible",
+        }.get(status, h.modelStatusToString(status))
+        bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else 0.0
+        if name == "optimal":
+            bound = max(bound, 0.0)
+        if info.primal_solution_status != 2:  # no feasible solution
+            return None, bound, name
+        col = h.getSolution().col_value
+        sel: dict[int, int] = {}
+        for c in self.block.classes:
+            best = max(self.problem.classes[c], key=lambda n: col[self.x_of_node[n]])
+            if col[self.x_of_node[best]] > 0.5:
+                sel[c] = best
+        return sel, bound, name
+
+    def _values(self, sel: dict[int, int]) -> np.ndarray:
+        v = np.zeros(self.cols)
+        for c, n in sel.items():
+            v[self.x_of_node[n]] = 1.0
+            v[self.y[c]] = 1.0
+        if self.level:
+            for c, lvl in _levels(self.problem, sel, self.scc).items():
+                v[self.level[c]] = lvl
+        return v
+
+
+def _levels(
+    problem: Problem, sel: dict[int, int], scc: Mapping[int, tuple[int, int]]
+) -> dict[int, int]:
+    """Height of each selected class of a cyclic SCC over selected edges inside its SCC (an
+    acyclic selection's heights satisfy every order row, and stay below the SCC's size)."""
+    memo: dict[int, int] = {}
+    for root in sel:
+        if root not in scc or root in memo:
+            continue
+        stack = [root]
+        while stack:
+            top = stack[-1]
+            kids = [d for d in problem.kids[sel[top]] if d in sel and scc.get(d) == scc[top]]
+            todo = [d for d in kids if d not in memo]
+            if todo:
+                stack += todo
+                continue
+            stack.pop()
+            memo[top] = 1 + max((memo[d] for d in kids), default=-1)
+    return memo
