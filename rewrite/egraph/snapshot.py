@@ -95,6 +95,8 @@ def take_snapshot(enc: Encoded) -> Snapshot:
         kids = _flatten(lists, tl)
         classes[cid].nodes.append(ENode(op, tuple(kids), (key,), domain=dom, opaque=True))
 
+    for cls in classes.values():  # an e-node whose child has no row of its own is unusable
+        cls.nodes = [n for n in cls.nodes if all(k in classes for k in n.children)]
     snap = Snapshot(classes, [], consts=enc.consts)
     snap.opaque = {
         k: OpaqueInfo(_attrs_of(e.attributes), e.n_inputs, e.n_outputs)
