@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 
 from rewrite.errors import RewriteError
+from rewrite.limits import DEFAULT_TIME_LIMIT, MEMORY_FRACTION, Limits, default_max_memory_mb
 from rewrite.report import STATUS_OPTIMIZED
-from rewrite.rules.saturate import Limits
 
 EXIT_FALLBACK = 3
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
+    if not args.no_isolate:
+        from rewrite.isolate import warm_up
+
+        warm_up()  # the worker's fork server preloads while this process loads the model
     from rewrite.pipeline import Options, optimize
     from rewrite.rules.load import select_rulesets
 
@@ -32,21 +37,36 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     opts = Options(
         rulesets=rulesets,
         fold=not args.no_fold,
-        limits=Limits(args.iter_limit, args.node_limit, args.time_limit),
+        limits=Limits(
+            iterations=args.iter_limit,
+            nodes=args.node_limit,
+            seconds=None,  # saturation gets what --time-limit leaves
+            memory_mb=args.max_memory,
+            match_limit=args.match_limit,
+        ),
         target=args.target,
         verify=not args.no_verify,
         seed=args.seed,
         trials=args.trials,
         inputs=args.inputs,
+        time_limit=args.time_limit if args.time_limit > 0 else None,
+        isolate=not args.no_isolate,
     )
-    report = optimize(args.input, args.output, opts)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = optimize(args.input, args.output, opts)
+    for caught_warning in caught:  # Python warnings become report notes, not stderr lines
+        text = str(caught_warning.message)
+        note = text.splitlines()[0] if text else caught_warning.category.__name__
+        if note not in report.notes:
+            report.notes.append(note)
     if args.report:
         report.write(args.report)
     if not args.quiet:
         print(report.summary())
     if report.status != STATUS_OPTIMIZED:
         for w in report.warnings:
-            print(f"rewrite: warning: {w}", file=sys.stderr)
+            print(f"rewrite: warning: {one_line(w)}", file=sys.stderr)
         return EXIT_FALLBACK
     return 0
 
@@ -141,8 +161,31 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument(
         "--time-limit",
         type=float,
-        default=Limits.seconds,
-        help="saturation seconds (default %(default)s)",
+        default=DEFAULT_TIME_LIMIT,
+        metavar="SECONDS",
+        help="seconds for the whole run, load to save; saturation gets what loading, saving "
+        "and checking leave; 0 = none (default %(default)s)",
+    )
+    o.add_argument(
+        "--max-memory",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="resident memory of the optimizer's worker, checked between saturation "
+        f"iterations (default {MEMORY_FRACTION:.0%} of RAM: {default_max_memory_mb():.0f} MB)",
+    )
+    o.add_argument(
+        "--match-limit",
+        type=int,
+        default=Limits.match_limit,
+        metavar="N",
+        help="back-off scheduler: matches a rule may fire per iteration before it is banned "
+        "(default %(default)s)",
+    )
+    o.add_argument(
+        "--no-isolate",
+        action="store_true",
+        help="run egglog in this process (no crash isolation; for debugging)",
     )
     o.add_argument(
         "--target",
@@ -162,12 +205,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def one_line(message: str) -> str:
+    """`message` with control characters (a newline in a value name) escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
     except RewriteError as e:
-        print(f"rewrite: error: {e}", file=sys.stderr)
+        print(f"rewrite: error: {one_line(str(e))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("rewrite: interrupted; nothing was written", file=sys.stderr)

@@ -176,8 +176,14 @@ class _Decoder:
             else:
                 inputs.append(self.name_of(next(kids)))
         self.nodes.append(
-            Node(node.op, inputs, [out], name=self.node_name([out], None), domain=spec.domain,
-                 attributes=attrs)
+            Node(
+                node.op,
+                inputs,
+                [out],
+                name=self.node_name([out], None),
+                domain=spec.domain,
+                attributes=attrs,
+            )
         )
 
     # -- helpers ------------------------------------------------------------------------

@@ -51,6 +51,7 @@ def load(path: str | Path, *, min_opset: int = 13, target_opset: int = 17) -> Gr
     p = Path(path)
     model = _read(p, where)
     _check_header(model, where)
+    _check_inline_sizes(model, where)
     _load_external_data(model, Path(os.path.abspath(p)).parent, where)
     notes: list[str] = []
     model = _upgrade(model, where, min_opset, target_opset, notes)
@@ -118,6 +119,35 @@ def _default_opset(model: onnx.ModelProto) -> int | None:
         if o.domain in ("", "ai.onnx"):
             return int(o.version)
     return None
+
+
+def _check_inline_sizes(model: onnx.ModelProto, where: str) -> None:
+    """Refuse tensors whose data cannot hold the elements their dims declare.
+
+    Shape inference and numpy would otherwise try to materialize them: a 400-byte file whose
+    tensor declares dims [2**31] makes onnx's shape inference allocate 16 GB. Every element
+    takes at least half a byte (raw or typed fields), so numel > 2 * ByteSize is impossible.
+    Tensors with no data at all (hollow corpus stubs) are left to the later checks.
+    """
+    for t in _all_tensors(model.graph):
+        if external_data_helper.uses_external_data(t) or not _has_data(t):
+            continue
+        if any(d < 0 for d in t.dims):
+            raise ModelError(f"{where}: tensor '{t.name}' has a negative dim {list(t.dims)}")
+        numel = prod(t.dims)
+        if numel > 2 * t.ByteSize() + 16:
+            raise ModelError(
+                f"{where}: tensor '{t.name}' declares dims {list(t.dims)} ({numel} elements) "
+                f"but holds only {t.ByteSize()} bytes"
+            )
+
+
+def _has_data(t: onnx.TensorProto) -> bool:
+    return bool(t.raw_data) or any(
+        len(getattr(t, f))
+        for f in ("float_data", "int32_data", "string_data", "int64_data", "double_data",
+                  "uint64_data")
+    )  # fmt: skip
 
 
 def _load_external_data(model: onnx.ModelProto, base: Path, where: str) -> None:

@@ -74,8 +74,9 @@ def _compile(rw: Rewrite, ctx: _Ctx) -> str:
     for g in rw.guards:
         _guard(g, ctx)
         ctx.steps.append((len(ctx.atoms), f"condition {show(g)}"))
-    actions = [f"(union {root} {_template(rhs, ctx)})" for root, rhs in
-               zip(roots, rw.rhs, strict=True)]
+    actions = [
+        f"(union {root} {_template(rhs, ctx)})" for root, rhs in zip(roots, rw.rhs, strict=True)
+    ]
     ctx.steps.append((len(ctx.atoms), "right side computable"))
     for name in sorted(ctx.ranked):
         ctx.atoms.append(f"(= (vec-length {name}) {ctx.rank})")
@@ -107,8 +108,14 @@ def compile_steps(rw: Rewrite, where: str) -> list[Steps]:
         ctx = _Ctx(r, where)
         _compile(rw, ctx)
         anchor = ctx.atoms[0].split()[1]
-        out.append(Steps(tuple(ctx.atoms), tuple(e for e, _ in ctx.steps),
-                         tuple(lbl for _, lbl in ctx.steps), anchor))
+        out.append(
+            Steps(
+                tuple(ctx.atoms),
+                tuple(e for e, _ in ctx.steps),
+                tuple(lbl for _, lbl in ctx.steps),
+                anchor,
+            )
+        )
     return out
 
 
@@ -150,8 +157,10 @@ def _pattern(t: Term, ctx: _Ctx) -> str:
         elif isinstance(v, Lit):
             args.append(_lit(v, sort))
         else:
-            raise RuleError(f"{ctx.where}: attribute {name}={show(v)} on the left side must be "
-                            "a variable or a literal")
+            raise RuleError(
+                f"{ctx.where}: attribute {name}={show(v)} on the left side must be "
+                "a variable or a literal"
+            )
     kids = [_pattern(i, ctx) for i in t.inputs]
     node = ctx.fresh("_n")
     ctx.atoms.append(f"(= {node} ({egg_name(spec)} {' '.join(args + kids)}))")
@@ -173,8 +182,9 @@ def _template(t: Term, ctx: _Ctx) -> str:
     if t in ctx.terms:
         return ctx.terms[t]
     if isinstance(t, Var):
-        raise RuleError(f"{ctx.where}: variable {t.name} on the right side is not bound by the "
-                        "left side")
+        raise RuleError(
+            f"{ctx.where}: variable {t.name} on the right side is not bound by the left side"
+        )
     assert isinstance(t, App)
     spec, params = _signature(t, ctx)
     given = dict(t.attrs)
@@ -187,8 +197,10 @@ def _template(t: Term, ctx: _Ctx) -> str:
             args.append(_lit(Lit(default), sort))
         elif isinstance(v, AttrVar):
             if v.name not in ctx.attrs:
-                raise RuleError(f"{ctx.where}: attribute variable {v.name} on the right side is "
-                                "not bound by the left side")
+                raise RuleError(
+                    f"{ctx.where}: attribute variable {v.name} on the right side is "
+                    "not bound by the left side"
+                )
             args.append(ctx.attrs[v.name])
         elif isinstance(v, Lit):
             args.append(_lit(v, sort))
@@ -238,8 +250,9 @@ def _term_ref(t: Any, ctx: _Ctx) -> str:
 def _expr(e: Any, ctx: _Ctx) -> str:
     if isinstance(e, AttrVar):
         if e.name not in ctx.attrs:
-            raise RuleError(f"{ctx.where}: attribute variable {e.name} is not bound by the left "
-                            "side")
+            raise RuleError(
+                f"{ctx.where}: attribute variable {e.name} is not bound by the left side"
+            )
         return ctx.attrs[e.name]
     if isinstance(e, Lit):
         return _lit(e, {"ints": "VecI", "float": "f64"}.get(e.kind, "i64"))

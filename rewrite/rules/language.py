@@ -343,8 +343,7 @@ class Rewrite:
         return Rewrite(self.lhs, rhs, guards)
 
     def __repr__(self) -> str:
-        sides = ", ".join(f"{show(a)} = {show(b)}" for a, b in zip(self.lhs, self.rhs,
-                                                                      strict=True))
+        sides = ", ".join(f"{show(a)} = {show(b)}" for a, b in zip(self.lhs, self.rhs, strict=True))
         when = "  when " + " and ".join(show(g) for g in self.guards) if self.guards else ""
         return sides + when
 

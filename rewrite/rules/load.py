@@ -47,8 +47,10 @@ def load_rule_file(path: str | Path) -> list[RuleSet]:
         sys.modules.pop(name, None)
     found = [v for v in module.__dict__.values() if isinstance(v, RuleSet)]
     if not found:
-        raise RuleError(f"{path}: defines no RuleSet (write `MY_RULES = RuleSet(\"name\")` and "
-                        "decorate rules with `@MY_RULES.rule`)")
+        raise RuleError(
+            f'{path}: defines no RuleSet (write `MY_RULES = RuleSet("name")` and '
+            "decorate rules with `@MY_RULES.rule`)"
+        )
     return found
 
 
@@ -75,22 +77,27 @@ def select_rulesets(
     for f in rule_files:
         for rs in load_rule_file(f):
             if rs.name in available:
-                raise RuleError(f"{f}: ruleset '{rs.name}' is already defined (built-in or in "
-                                "another file); give it another name")
+                raise RuleError(
+                    f"{f}: ruleset '{rs.name}' is already defined (built-in or in "
+                    "another file); give it another name"
+                )
             available[rs.name] = rs
     if names:
         unknown = [n for n in names if n not in available]
         if unknown:
-            raise RuleError(f"unknown ruleset {', '.join(unknown)}; available: "
-                            f"{', '.join(available)}")
+            raise RuleError(
+                f"unknown ruleset {', '.join(unknown)}; available: {', '.join(available)}"
+            )
         chosen = [available[n] for n in names]
     else:
         chosen = list(available.values())
     every = {r.name for rs in chosen for r in rs}
     unknown = [d for d in disabled if d not in every]
     if unknown:
-        raise RuleError(f"--disable-rule: no rule named {', '.join(unknown)}; rules in use: "
-                        f"{', '.join(sorted(every))}")
+        raise RuleError(
+            f"--disable-rule: no rule named {', '.join(unknown)}; rules in use: "
+            f"{', '.join(sorted(every))}"
+        )
     out = []
     for rs in chosen:
         keep = [r for r in rs if r.name not in disabled and (allow_approximate or r.exact)]

@@ -72,8 +72,7 @@ class _Namespace:
         if spec is None or spec.egg is None:
             known = ", ".join(sorted(typed_ops(self._domain)))
             why = "is not an op" if spec is None else "has no typed e-graph form yet"
-            raise RuleError(f"unknown op {self._label}{name}: {name} {why}; rules can use: "
-                            f"{known}")
+            raise RuleError(f"unknown op {self._label}{name}: {name} {why}; rules can use: {known}")
         return _constructor(spec)
 
     def __dir__(self) -> list[str]:

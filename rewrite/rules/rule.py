@@ -76,9 +76,7 @@ class RuleSet:
     rules: list[Rule] = field(default_factory=list)
     doc: str = ""
 
-    def rule(
-        self, fn: Callable[..., Any] | None = None, *, tags: Iterable[str] = ()
-    ) -> Any:
+    def rule(self, fn: Callable[..., Any] | None = None, *, tags: Iterable[str] = ()) -> Any:
         """Decorator: build a `Rule` from `fn` and add it (`@RS.rule` or `@RS.rule(tags=...)`)."""
 
         def register(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -89,8 +87,9 @@ class RuleSet:
 
     def add(self, rule: Rule) -> None:
         if any(r.name == rule.name for r in self.rules):
-            raise RuleError(f"{rule.where}: a rule of that name is already in ruleset "
-                            f"'{self.name}'")
+            raise RuleError(
+                f"{rule.where}: a rule of that name is already in ruleset '{self.name}'"
+            )
         self.rules.append(rule)
 
     def without(self, names: Sequence[str]) -> RuleSet:
@@ -132,8 +131,7 @@ def make_rule(f: Callable[..., Any], tags: Iterable[str] = ()) -> Rule:
         kind = ann if isinstance(ann, str) else getattr(ann, "__name__", "")
         kind = kind.rsplit(".", 1)[-1]
         if kind not in _PARAM_KINDS:
-            raise RuleError(f"{where}: parameter {p.name} needs a type: Tensor, Ints, Int or "
-                            "Float")
+            raise RuleError(f"{where}: parameter {p.name} needs a type: Tensor, Ints, Int or Float")
         params.append((p.name, kind))
         args.append(_PARAM_KINDS[kind](p.name))
     try:
