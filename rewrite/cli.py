@@ -51,6 +51,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         inputs=args.inputs,
         time_limit=args.time_limit if args.time_limit > 0 else None,
         isolate=not args.no_isolate,
+        extractor=args.extractor,
+        extract_time_limit=args.ilp_time_limit,
+        prove_rules=not args.trust_rules,
+        allow_approximate=args.allow_approximate,
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -150,6 +154,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     o.add_argument("--no-fold", action="store_true", help="do not fold constant subgraphs")
     o.add_argument(
+        "--extractor",
+        choices=["ilp", "greedy"],
+        default="ilp",
+        help="ilp: greedy, then the ILP warm-started from it (default); greedy only",
+    )
+    o.add_argument(
+        "--ilp-time-limit",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds for the ILP (within --time-limit; default %(default)s)",
+    )
+    o.add_argument(
+        "--trust-rules",
+        action="store_true",
+        help="use rules without proving them (they are proved by default; cached)",
+    )
+    o.add_argument(
         "--iter-limit",
         type=int,
         default=Limits.iterations,
@@ -202,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     o.set_defaults(func=cmd_optimize)
     _add_rules_parser(sub)
+    from rewrite.extract.calibrate import add_calibrate_parser
+    from rewrite.verify.command import add_verify_parser
+
+    add_verify_parser(sub)
+    add_calibrate_parser(sub)
     return p
 
 

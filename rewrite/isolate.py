@@ -21,6 +21,7 @@ space is capped (`limits.hard_memory_mb`) so that a runaway allocation fails ins
 from __future__ import annotations
 
 import contextlib
+import importlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -36,7 +37,7 @@ from typing import Any
 
 from rewrite.limits import cap_address_space
 
-_PRELOAD = ["rewrite.pipeline"]
+_PRELOAD = ["rewrite.stages"]
 _TEST_HOOK = "REWRITE_TEST_HOOK"
 """Tests only: `abort:STAGE` aborts the worker (os.abort) when STAGE starts;
 `pause:STAGE:FILE` creates FILE and sleeps when STAGE starts (parent or worker)."""
@@ -116,8 +117,9 @@ class _Process(ForkServerProcess):
 class Job:
     """What the worker needs: the model path, the work function and its arguments."""
 
-    run: Callable[..., Any]
-    """Called in the worker as run(*args, progress=callback); its return value is sent back."""
+    run: Callable[..., Any] | str
+    """Called in the worker as run(*args, progress=callback); its return value is sent back.
+    A "module:function" string is imported in the worker (the parent need not import it)."""
     args: tuple[Any, ...]
     hard_memory_mb: float | None
     stderr_path: str
@@ -160,9 +162,17 @@ def _worker_main(job: Job, conn: multiprocessing.connection.Connection) -> None:
         conn.send(("stage", stage))
         stage_hook(stage, worker=True)
 
-    value = job.run(*job.args, progress=progress)
+    value = resolve(job.run)(*job.args, progress=progress)
     conn.send(("done", value))
     conn.close()
+
+
+def resolve(run: Callable[..., Any] | str) -> Callable[..., Any]:
+    """`run`, or the function a "module:function" string names."""
+    if not isinstance(run, str):
+        return run
+    module, _, name = run.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
 
 class Worker:
@@ -170,7 +180,7 @@ class Worker:
 
     def __init__(
         self,
-        run: Callable[..., Any],
+        run: Callable[..., Any] | str,
         args: tuple[Any, ...],
         *,
         hard_memory_mb: float | None = None,

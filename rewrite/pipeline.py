@@ -1,6 +1,7 @@
 """The pipeline: load -> fold -> encode -> saturate -> extract -> decode -> save -> verify.
 
-One pass of data through the stages (DESIGN.md). Every stage is timed into the `Report`.
+One pass of data through the stages (DESIGN.md; the stages are in `rewrite.stages`). Every
+stage is timed into the `Report`.
 
 Bounded, honest, atomic:
 - Nothing is lost. The input file is never written. Every output (the optimized model, or the
@@ -11,7 +12,9 @@ Bounded, honest, atomic:
   allocation, an ONNX Runtime crash in the differential check or a worker past the deadline
   costs the optimization, not the process. The worker loads the model itself and writes the
   staged output itself, so no weights cross the process boundary. When the worker dies, a
-  second one writes the input graph; the report (and exit status 3) says why.
+  second one writes the input graph; the report (and exit status 3) says why. This module
+  imports none of the stages' heavy dependencies (egglog, onnxruntime): with isolation, only
+  the workers' fork server does.
 - `Options.time_limit` bounds the whole run. Saturation gets what is left after load, fold and
   encode, less the estimated time of what follows (snapshot, extraction with its own budget,
   save, verify). A worker still running TIME_GRACE of the limit past the deadline is stopped.
@@ -21,53 +24,31 @@ from __future__ import annotations
 
 import os
 import time
-import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from rewrite.egraph.decode import decode
-from rewrite.egraph.encode import encode
-from rewrite.egraph.snapshot import take_snapshot
 from rewrite.errors import ModelError, RewriteError
-from rewrite.extract.check import check_choice
-from rewrite.extract.cost import CPU, CUDA, graph_cost, node_costs
-from rewrite.extract.greedy import greedy
-from rewrite.extract.snapshot import Choice, ENode, Snapshot
-from rewrite.isolate import Worker, stage_hook
+from rewrite.isolate import Worker, resolve, stage_hook
 from rewrite.limits import (
     DEFAULT_TIME_LIMIT,
     Deadline,
+    Limits,
     default_max_memory_mb,
     hard_memory_mb,
     peak_rss_mb,
 )
-from rewrite.onnx_io import load, save
-from rewrite.onnx_io.graph import Graph
 from rewrite.publish import clear, rename_into_place, staging
-from rewrite.report import STATUS_FALLBACK, STATUS_OPTIMIZED, Report
-from rewrite.rules.fold import fold_constants
-from rewrite.rules.rule import RuleSet
-from rewrite.rules.saturate import Limits, saturate
-from rewrite.verify.differential import DiffResult, differential
-from rewrite.verify.inputs import load_inputs
+from rewrite.report import Report
 
-TARGETS = {"cpu": CPU, "cuda": CUDA}
+if TYPE_CHECKING:
+    from rewrite.rules.rule import RuleSet
+
 TIME_GRACE = 0.05
 """A worker still running this fraction of the time limit past the deadline is stopped."""
-SAVE_SECONDS_PER_MB = 0.025
-"""Estimated save time per MB of weights (serialize, fsync, full checker); measured ~0.019."""
-VERIFY_SECONDS_PER_MB = 0.02
-"""Estimated differential-check time per MB of weights (two ORT sessions); measured ~0.012."""
-FIXED_SECONDS = 0.3
-"""Estimated fixed part of save + verify (sessions, checker) on a tiny model."""
-POST_SECONDS_PER_NODE = 3e-4
-"""Snapshot + greedy + decode seconds per e-node of the saturated e-graph (measured 1.5e-4 to
-4e-4 on exploded e-graphs of 18k-24k e-nodes, 2 cores)."""
+_OPTIMIZE_JOB = "rewrite.stages:optimize_job"
+_FALLBACK_JOB = "rewrite.stages:fallback_job"
 
 
 @dataclass
@@ -87,8 +68,12 @@ class Options:
     """An .npz of user inputs, checked in addition to the seeded random ones."""
     time_limit: float | None = DEFAULT_TIME_LIMIT
     """Seconds for the whole run (load to save); None = unlimited."""
-    extractor: str = "greedy"
-    """"greedy", or "ilp" (greedy, then the ILP warm-started from it)."""
+    extractor: str = "ilp"
+    """"ilp" (greedy, then the ILP warm-started from it; greedy when the ILP fails) or
+    "greedy"."""
+    prove_rules: bool = True
+    """Use only rules `rewrite.verify` proves (results cached); False = trust every rule."""
+    allow_approximate: bool = False
     extract_time_limit: float = 10.0
     """The ILP's own budget (within `time_limit`)."""
     isolate: bool = True
@@ -98,31 +83,9 @@ class Options:
 
 
 def default_rulesets() -> list[RuleSet]:
-    from rulesets.cleanup import CLEANUP
+    from rulesets import builtin
 
-    return [CLEANUP]
-
-
-class _Clock:
-    def __init__(self, report: Report, progress: Callable[[str], None]) -> None:
-        self.report = report
-        self.progress = progress
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        self.progress(name)
-        t = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.report.stages[name] = self.report.stages.get(name, 0.0) + (time.perf_counter() - t)
-
-
-def post_seconds(graph: Graph, verify: bool) -> float:
-    """Estimated time to save `graph` (and to verify it, when `verify`)."""
-    mb = sum(t.ByteSize() for t in graph.initializers.values()) / 1e6
-    rate = SAVE_SECONDS_PER_MB + (VERIFY_SECONDS_PER_MB if verify else 0.0)
-    return FIXED_SECONDS + mb * rate
+    return list(builtin().values())
 
 
 def optimize(
@@ -149,7 +112,7 @@ def optimize(
     with staging(dst) as tmpdir:
         staged = tmpdir / dst.name
         result, failure, timed_out = _execute(
-            _optimize_job, (src, staged, opts, deadline, stat), opts, report, kill_at
+            _OPTIMIZE_JOB, (src, staged, opts, deadline, stat), opts, report, kill_at
         )
         if result is None:  # the worker died or was stopped: write the input graph
             limit = "time_limit" if timed_out else None
@@ -159,7 +122,7 @@ def optimize(
                 f"without a result: {failure}; input graph written instead"
             )
             clear(tmpdir)
-            result, failure, _ = _execute(_fallback_job, (src, staged, stat), opts, report, None)
+            result, failure, _ = _execute(_FALLBACK_JOB, (src, staged, stat), opts, report, None)
             if result is None:
                 raise ModelError(f"{src}: the input graph could not be written either: {failure}")
         if result.error is not None:
@@ -172,11 +135,11 @@ def optimize(
     return report
 
 
-# -- the worker's jobs ----------------------------------------------------------------------
+# -- running a job ------------------------------------------------------------------------
 
 
 @dataclass
-class _JobResult:
+class JobResult:
     """What a job sends back: its part of the report, or the error that refuses the model."""
 
     report: Report
@@ -185,12 +148,12 @@ class _JobResult:
 
 
 def _execute(
-    job: Callable[..., _JobResult],
+    job: str,
     args: tuple[Any, ...],
     opts: Options,
     report: Report,
     kill_at: float | None,
-) -> tuple[_JobResult | None, str, bool]:
+) -> tuple[JobResult | None, str, bool]:
     """Run `job` in a worker (or here, without isolation): (result, failure, timed out)."""
     if opts.isolate:
         try:
@@ -208,10 +171,10 @@ def _execute(
             if not outcome.ok:
                 return None, outcome.failure, outcome.timed_out
             return outcome.value, "", False
-    return job(*args, progress=lambda stage: stage_hook(stage, worker=False)), "", False
+    return resolve(job)(*args, progress=lambda s: stage_hook(s, worker=False)), "", False
 
 
-def _merge(report: Report, result: _JobResult) -> None:
+def _merge(report: Report, result: JobResult) -> None:
     """Copy what the job found into the parent's report (not input, output or options)."""
     part = result.report
     for name in (
@@ -225,6 +188,7 @@ def _merge(report: Report, result: _JobResult) -> None:
         "nodes_after",
         "folded",
         "verification",
+        "rules_refused",
     ):
         value = getattr(part, name)
         if name != "saturation" or value or not report.saturation:
@@ -234,223 +198,6 @@ def _merge(report: Report, result: _JobResult) -> None:
     report.warnings.extend(part.warnings)
     if report.saturation:
         report.saturation["worker_peak_rss_mb"] = round(result.peak_rss_mb, 1)
-
-
-def _optimize_job(
-    src: Path,
-    staged: Path,
-    opts: Options,
-    deadline: Deadline,
-    stat: tuple[int, int, int],
-    *,
-    progress: Callable[[str], None],
-) -> _JobResult:
-    """Load, optimize, save the result to `staged` and verify it; where that fails, save the
-    input graph to `staged` instead. A model that cannot be read comes back as `error`."""
-    report = Report(str(src), str(staged))
-    clock = _Clock(report, progress)
-    try:
-        with clock.stage("load"):
-            graph = _load(src, stat)
-        report.nodes_before = graph.op_counts()
-        report.notes = list(graph.notes)
-        end = None
-        if deadline.seconds is not None:
-            end = deadline.at - post_seconds(graph, opts.verify)
-        optimized = _optimize_guarded(graph, opts, report, clock, end)
-        if optimized is not None and _save_verified(optimized, src, staged, opts, report, clock):
-            report.status = STATUS_OPTIMIZED
-            report.nodes_after = optimized.op_counts()
-        else:
-            clear(staged.parent)
-            with clock.stage("save"):
-                save(graph, staged, source=src)
-            report.status = STATUS_FALLBACK
-            report.nodes_after = graph.op_counts()
-            report.cost_after_us = report.cost_before_us
-    except RewriteError as e:
-        return _JobResult(report, e, peak_rss_mb())
-    return _JobResult(report, None, peak_rss_mb())
-
-
-def _fallback_job(
-    src: Path, staged: Path, stat: tuple[int, int, int], *, progress: Callable[[str], None]
-) -> _JobResult:
-    """Load the input and save its graph to `staged` (after the optimizing worker died)."""
-    report = Report(str(src), str(staged))
-    clock = _Clock(report, progress)
-    try:
-        with clock.stage("load"):
-            graph = _load(src, stat)
-        with clock.stage("save"):
-            save(graph, staged, source=src)
-    except RewriteError as e:
-        return _JobResult(report, e, peak_rss_mb())
-    report.status = STATUS_FALLBACK
-    report.nodes_before = report.nodes_after = graph.op_counts()
-    report.notes = list(graph.notes)
-    return _JobResult(report, None, peak_rss_mb())
-
-
-def _save_verified(
-    optimized: Graph, src: Path, staged: Path, opts: Options, report: Report, clock: _Clock
-) -> bool:
-    """Save `optimized` to `staged` and check it against `src`; False (and a warning) if it
-    is rejected. Raises RewriteError when `src` itself cannot be run (nothing to check)."""
-    try:
-        with clock.stage("save"):
-            save(optimized, staged, source=src)
-    except ModelError as e:
-        report.warnings.append(f"optimized model rejected, input graph written instead: {e}")
-        return False
-    if not opts.verify:
-        report.verification = {"ok": None, "summary": "skipped (--no-verify)"}
-        return True
-    with clock.stage("verify"):
-        try:
-            result = _differential(src, staged, opts)
-        except RewriteError:
-            raise
-        except Exception as e:  # e.g. inputs too large to sample: nothing was verified
-            report.verification = {"ok": False, "summary": f"could not run: {_first_line(e)}"}
-            report.warnings.append(
-                f"the differential check could not run ({type(e).__name__}: "
-                f"{_first_line(e)}); input graph written instead"
-            )
-            return False
-    report.verification = result.to_json()
-    report.verification["summary"] = result.summary()
-    if not result.ok:
-        report.warnings.append(
-            f"differential check failed, input graph written instead: {result.summary()}"
-        )
-    return result.ok
-
-
-# -- the stages ---------------------------------------------------------------------------
-
-
-def _optimize_guarded(
-    graph: Graph, opts: Options, report: Report, clock: _Clock, deadline: float | None
-) -> Graph | None:
-    """`_optimize_graph`, with every failure of ours turned into a warning and None."""
-    try:
-        if deadline is not None and time.monotonic() >= deadline:
-            report.saturation = {"stop_reason": "time_limit", "limit_hit": "time_limit"}
-            report.warnings.append(
-                "time limit: no time is left to optimize after loading (saving and checking "
-                "the model are estimated to need the rest); input graph written instead"
-            )
-            return None
-        return _optimize_graph(graph, opts, report, clock, deadline)
-    except RewriteError as e:
-        report.warnings.append(f"optimization failed, input graph written instead: {e}")
-    except Exception as e:  # a bug of ours must not cost the user their model
-        if os.environ.get("REWRITE_DEBUG"):
-            raise
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        report.warnings.append(
-            f"internal error ({type(e).__name__}: {e} at {Path(where.filename).name}:"
-            f"{where.lineno}); input graph written instead. Set REWRITE_DEBUG=1 for the traceback"
-        )
-    return None
-
-
-def _optimize_graph(
-    graph: Graph, opts: Options, report: Report, clock: _Clock, deadline: float | None
-) -> Graph:
-    rulesets = default_rulesets() if opts.rulesets is None else list(opts.rulesets)
-    target = TARGETS[opts.target]
-    work = graph
-    if opts.fold and rulesets:
-        with clock.stage("fold"):
-            work, fstats = fold_constants(graph)
-        report.folded = fstats.folded
-        if fstats.skipped:
-            report.warnings.append(fstats.skipped)
-    with clock.stage("encode"):
-        enc = encode(work)
-    with clock.stage("cost"):
-        t = time.perf_counter()
-        before = take_snapshot(enc)
-        costs0 = node_costs(before, target)
-        report.cost_before_us = graph_cost(before, greedy(before, costs0), costs0)
-        per_node = POST_SECONDS_PER_NODE  # small e-graphs: fixed costs would inflate a rate
-        if before.n_nodes >= 2000:
-            per_node = max(per_node, 1.5 * (time.perf_counter() - t) / before.n_nodes)
-    extract_budget = opts.extract_time_limit if opts.extractor == "ilp" else 0.0
-    with clock.stage("saturate"):
-        stats = saturate(
-            enc,
-            rulesets,
-            opts.limits,
-            deadline=None if deadline is None else deadline - extract_budget,
-            seconds_per_node=per_node,
-        )
-    report.saturation = stats.to_json()
-    with clock.stage("snapshot"):
-        snap = take_snapshot(enc)
-    report.egraph = {
-        "classes": len(snap),
-        "enodes": snap.n_nodes,
-        "typed_nodes": enc.typed,
-        "opaque_nodes": enc.opaque_nodes,
-    }
-    with clock.stage("extract"):
-        costs = node_costs(snap, target)
-        left = None if deadline is None else deadline - time.monotonic()
-        choice = _extract(snap, costs, opts, left, report)
-        report.cost_after_us = graph_cost(snap, choice, costs)
-    with clock.stage("decode"):
-        return decode(enc, snap, choice)
-
-
-def _extract(
-    snap: Snapshot,
-    costs: Mapping[tuple[int, ENode], float],
-    opts: Options,
-    left: float | None,
-    report: Report,
-) -> Choice:
-    """The chosen e-nodes: greedy, or greedy + ILP within min(its budget, the time left)."""
-    if opts.extractor == "greedy":
-        choice = greedy(snap, costs)
-        check_choice(snap, choice)
-        report.extraction = {"extractor": "greedy", "cost_us": graph_cost(snap, choice, costs)}
-        return choice
-    from rewrite.extract.select import run_extraction
-
-    limit = opts.extract_time_limit
-    if left is not None:
-        limit = max(0.5, min(left, limit))
-    out = run_extraction(snap, costs, method=opts.extractor, time_limit=limit)
-    report.extraction = out.to_json()
-    return out.choice
-
-
-def _load(src: Path, stat: tuple[int, int, int] | None = None) -> Graph:
-    """`load`, plus what it does not yet refuse: names that are not UTF-8 (protobuf hands them
-    over as bytes), and a file that changed since `stat` was taken. Any other exception while
-    reading the file is a model we cannot read."""
-    if stat is not None and _stat(src) != stat:
-        raise ModelError(f"{src}: the file changed while it was being optimized")
-    try:
-        graph = load(src)
-    except RewriteError:
-        raise
-    except Exception as e:
-        raise ModelError(f"{src}: cannot be read ({type(e).__name__}: {_first_line(e)})") from e
-    for i, n in enumerate(graph.nodes):
-        for what, value in (("op_type", n.op_type), ("domain", n.domain), ("name", n.name)):
-            if not isinstance(value, str):
-                raise ModelError(f"{src}: node {i} has a {what} that is not UTF-8: {value!r}")
-        for value in [*n.inputs, *n.outputs]:
-            if not isinstance(value, str):
-                raise ModelError(f"{src}: {n.label()} names a value that is not UTF-8: {value!r}")
-    for value in [*graph.inputs, *graph.outputs, *graph.initializers]:
-        if not isinstance(value, str):
-            raise ModelError(f"{src}: a graph value name is not UTF-8: {value!r}")
-    return graph
 
 
 def _stat(p: Path) -> tuple[int, int, int]:
@@ -463,15 +210,6 @@ def _hard_memory(opts: Options) -> float | None:
     if opts.hard_memory_mb is not None:
         return opts.hard_memory_mb or None
     return hard_memory_mb(opts.limits.memory_mb or default_max_memory_mb())
-
-
-def _differential(src: Path, staged: Path, opts: Options) -> DiffResult:
-    feeds: list[dict[str, np.ndarray]] = []
-    if opts.inputs:
-        feeds.append(load_inputs(opts.inputs, str(src)))
-    return differential(
-        str(src), str(staged), feeds=feeds or None, seed=opts.seed, trials=opts.trials
-    )
 
 
 def _first_line(e: BaseException) -> str:

@@ -37,6 +37,8 @@ class Report:
     folded: dict[str, int] = field(default_factory=dict)
     verification: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    rules_refused: list[dict[str, Any]] = field(default_factory=list)
+    """Rules verification refused (with counterexamples); they were not used."""
     notes: list[str] = field(default_factory=list)
     """What loading changed (opset conversion, ...), for the record."""
     options: dict[str, Any] = field(default_factory=dict)

@@ -43,7 +43,7 @@ def _run(path: Path, x: np.ndarray) -> np.ndarray:
 def test_unsound_rewrite_is_caught_and_the_input_graph_written(tmp_path: Path) -> None:
     src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
     _neg_model(src)
-    report = optimize(src, dst, Options(rulesets=[UNSOUND]))
+    report = optimize(src, dst, Options(rulesets=[UNSOUND], prove_rules=False))
     assert report.saturation["rule_matches"]["neg_is_identity"] > 0
     assert report.status == STATUS_FALLBACK
     assert report.verification["ok"] is False
@@ -70,3 +70,16 @@ def test_sound_run_is_marked_optimized_and_leaves_no_temporary_files(tmp_path: P
         "save",
         "verify",
     }
+
+
+def test_unsound_rule_is_refused_before_use_with_its_counterexample(tmp_path: Path) -> None:
+    src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    _neg_model(src)
+    report = optimize(src, dst, Options(rulesets=[UNSOUND]))
+    assert report.status == STATUS_OPTIMIZED
+    (refused,) = report.rules_refused
+    assert refused["rule"] == "neg_is_identity"
+    assert any(
+        "neg_is_identity (test_pipeline.py:" in w and "refuted" in w for w in report.warnings
+    )
+    assert report.saturation.get("rule_matches", {}).get("neg_is_identity", 0) == 0

@@ -1,0 +1,315 @@
+"""The stages, as the jobs a worker process runs: load, optimize, save and verify.
+
+`optimize_job` loads the model, runs fold -> encode -> saturate -> snapshot -> extract ->
+decode, saves the result to the staging path and checks it against the input; where any of
+that fails it saves the input graph there instead. `fallback_job` only loads and saves the
+input graph (after a worker died). Both return a `JobResult`: the report's part they fill, or
+the RewriteError that refuses the model. `rewrite.pipeline` runs them (in a worker process, or
+in the calling one) and puts the staged output in place.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from rewrite.egraph.decode import decode
+from rewrite.egraph.encode import encode
+from rewrite.egraph.snapshot import take_snapshot
+from rewrite.errors import ModelError, RewriteError
+from rewrite.extract.check import check_choice
+from rewrite.extract.cost import CPU, CUDA, graph_cost, node_costs
+from rewrite.extract.greedy import greedy
+from rewrite.extract.snapshot import Choice, ENode, Snapshot
+from rewrite.limits import Deadline, peak_rss_mb
+from rewrite.onnx_io import load, save
+from rewrite.onnx_io.graph import Graph
+from rewrite.pipeline import JobResult, Options, _first_line, _stat, default_rulesets
+from rewrite.publish import clear
+from rewrite.report import STATUS_FALLBACK, STATUS_OPTIMIZED, Report
+from rewrite.rules.fold import fold_constants
+from rewrite.rules.saturate import saturate
+from rewrite.verify.differential import DiffResult, differential
+from rewrite.verify.inputs import load_inputs
+
+TARGETS = {"cpu": CPU, "cuda": CUDA}
+SAVE_SECONDS_PER_MB = 0.025
+"""Estimated save time per MB of weights (serialize, fsync, full checker); measured ~0.019."""
+VERIFY_SECONDS_PER_MB = 0.02
+"""Estimated differential-check time per MB of weights (two ORT sessions); measured ~0.012."""
+FIXED_SECONDS = 0.3
+"""Estimated fixed part of save + verify (sessions, checker) on a tiny model."""
+POST_SECONDS_PER_NODE = 3e-4
+"""Snapshot + greedy + decode seconds per e-node of the saturated e-graph (measured 1.5e-4 to
+4e-4 on exploded e-graphs of 18k-24k e-nodes, 2 cores)."""
+
+
+class _Clock:
+    def __init__(self, report: Report, progress: Callable[[str], None]) -> None:
+        self.report = report
+        self.progress = progress
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        self.progress(name)
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.report.stages[name] = self.report.stages.get(name, 0.0) + (time.perf_counter() - t)
+
+
+def post_seconds(graph: Graph, verify: bool) -> float:
+    """Estimated time to save `graph` (and to verify it, when `verify`)."""
+    mb = sum(t.ByteSize() for t in graph.initializers.values()) / 1e6
+    rate = SAVE_SECONDS_PER_MB + (VERIFY_SECONDS_PER_MB if verify else 0.0)
+    return FIXED_SECONDS + mb * rate
+
+
+def optimize_job(
+    src: Path,
+    staged: Path,
+    opts: Options,
+    deadline: Deadline,
+    stat: tuple[int, int, int],
+    *,
+    progress: Callable[[str], None],
+) -> JobResult:
+    """Load, optimize, save the result to `staged` and verify it; where that fails, save the
+    input graph to `staged` instead. A model that cannot be read comes back as `error`."""
+    report = Report(str(src), str(staged))
+    clock = _Clock(report, progress)
+    try:
+        with clock.stage("load"):
+            graph = _load(src, stat)
+        opts = _gate_rules(opts, report, clock)  # after loading: a broken file needs no proof
+        report.nodes_before = graph.op_counts()
+        report.notes = list(graph.notes)
+        end = None
+        if deadline.seconds is not None:
+            end = deadline.at - post_seconds(graph, opts.verify)
+        optimized = _optimize_guarded(graph, opts, report, clock, end)
+        if optimized is not None and _save_verified(optimized, src, staged, opts, report, clock):
+            report.status = STATUS_OPTIMIZED
+            report.nodes_after = optimized.op_counts()
+        else:
+            clear(staged.parent)
+            with clock.stage("save"):
+                save(graph, staged, source=src)
+            report.status = STATUS_FALLBACK
+            report.nodes_after = graph.op_counts()
+            report.cost_after_us = report.cost_before_us
+    except RewriteError as e:
+        return JobResult(report, e, peak_rss_mb())
+    return JobResult(report, None, peak_rss_mb())
+
+
+def _gate_rules(opts: Options, report: Report, clock: _Clock) -> Options:
+    """Keep only the rules verification accepts; each refused rule is a warning with its
+    counterexample, and the report lists it."""
+    if not opts.prove_rules:
+        return opts
+    from rewrite.verify.gate import gate
+
+    rulesets = default_rulesets() if opts.rulesets is None else list(opts.rulesets)
+    with clock.stage("prove"):
+        accepted, refused = gate(rulesets, allow_approximate=opts.allow_approximate)
+    report.rules_refused = [r.to_json() for r in refused]
+    report.warnings += [r.refusal() for r in refused]
+    return replace(opts, rulesets=accepted)
+
+
+def fallback_job(
+    src: Path, staged: Path, stat: tuple[int, int, int], *, progress: Callable[[str], None]
+) -> JobResult:
+    """Load the input and save its graph to `staged` (after the optimizing worker died)."""
+    report = Report(str(src), str(staged))
+    clock = _Clock(report, progress)
+    try:
+        with clock.stage("load"):
+            graph = _load(src, stat)
+        with clock.stage("save"):
+            save(graph, staged, source=src)
+    except RewriteError as e:
+        return JobResult(report, e, peak_rss_mb())
+    report.status = STATUS_FALLBACK
+    report.nodes_before = report.nodes_after = graph.op_counts()
+    report.notes = list(graph.notes)
+    return JobResult(report, None, peak_rss_mb())
+
+
+def _save_verified(
+    optimized: Graph, src: Path, staged: Path, opts: Options, report: Report, clock: _Clock
+) -> bool:
+    """Save `optimized` to `staged` and check it against `src`; False (and a warning) if it
+    is rejected. Raises RewriteError when `src` itself cannot be run (nothing to check)."""
+    try:
+        with clock.stage("save"):
+            save(optimized, staged, source=src)
+    except ModelError as e:
+        report.warnings.append(f"optimized model rejected, input graph written instead: {e}")
+        return False
+    if not opts.verify:
+        report.verification = {"ok": None, "summary": "skipped (--no-verify)"}
+        return True
+    with clock.stage("verify"):
+        try:
+            result = _differential(src, staged, opts)
+        except RewriteError:
+            raise
+        except Exception as e:  # e.g. inputs too large to sample: nothing was verified
+            report.verification = {"ok": False, "summary": f"could not run: {_first_line(e)}"}
+            report.warnings.append(
+                f"the differential check could not run ({type(e).__name__}: "
+                f"{_first_line(e)}); input graph written instead"
+            )
+            return False
+    report.verification = result.to_json()
+    report.verification["summary"] = result.summary()
+    if not result.ok:
+        report.warnings.append(
+            f"differential check failed, input graph written instead: {result.summary()}"
+        )
+    return result.ok
+
+
+# -- the stages ---------------------------------------------------------------------------
+
+
+def _optimize_guarded(
+    graph: Graph, opts: Options, report: Report, clock: _Clock, deadline: float | None
+) -> Graph | None:
+    """`_optimize_graph`, with every failure of ours turned into a warning and None."""
+    try:
+        if deadline is not None and time.monotonic() >= deadline:
+            report.saturation = {"stop_reason": "time_limit", "limit_hit": "time_limit"}
+            report.warnings.append(
+                "time limit: no time is left to optimize after loading (saving and checking "
+                "the model are estimated to need the rest); input graph written instead"
+            )
+            return None
+        return _optimize_graph(graph, opts, report, clock, deadline)
+    except RewriteError as e:
+        report.warnings.append(f"optimization failed, input graph written instead: {e}")
+    except Exception as e:  # a bug of ours must not cost the user their model
+        if os.environ.get("REWRITE_DEBUG"):
+            raise
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        report.warnings.append(
+            f"internal error ({type(e).__name__}: {e} at {Path(where.filename).name}:"
+            f"{where.lineno}); input graph written instead. Set REWRITE_DEBUG=1 for the traceback"
+        )
+    return None
+
+
+def _optimize_graph(
+    graph: Graph, opts: Options, report: Report, clock: _Clock, deadline: float | None
+) -> Graph:
+    rulesets = default_rulesets() if opts.rulesets is None else list(opts.rulesets)
+    target = TARGETS[opts.target]
+    work = graph
+    if opts.fold and rulesets:
+        with clock.stage("fold"):
+            work, fstats = fold_constants(graph)
+        report.folded = fstats.folded
+        if fstats.skipped:
+            report.warnings.append(fstats.skipped)
+    with clock.stage("encode"):
+        enc = encode(work)
+    with clock.stage("cost"):
+        t = time.perf_counter()
+        before = take_snapshot(enc)
+        costs0 = node_costs(before, target)
+        report.cost_before_us = graph_cost(before, greedy(before, costs0), costs0)
+        per_node = POST_SECONDS_PER_NODE  # small e-graphs: fixed costs would inflate a rate
+        if before.n_nodes >= 2000:
+            per_node = max(per_node, 1.5 * (time.perf_counter() - t) / before.n_nodes)
+    extract_budget = opts.extract_time_limit if opts.extractor == "ilp" else 0.0
+    with clock.stage("saturate"):
+        stats = saturate(
+            enc,
+            rulesets,
+            opts.limits,
+            deadline=None if deadline is None else deadline - extract_budget,
+            seconds_per_node=per_node,
+        )
+    report.saturation = stats.to_json()
+    with clock.stage("snapshot"):
+        snap = take_snapshot(enc)
+    report.egraph = {
+        "classes": len(snap),
+        "enodes": snap.n_nodes,
+        "typed_nodes": enc.typed,
+        "opaque_nodes": enc.opaque_nodes,
+    }
+    with clock.stage("extract"):
+        costs = node_costs(snap, target)
+        left = None if deadline is None else deadline - time.monotonic()
+        choice = _extract(snap, costs, opts, left, report)
+        report.cost_after_us = graph_cost(snap, choice, costs)
+    with clock.stage("decode"):
+        return decode(enc, snap, choice)
+
+
+def _extract(
+    snap: Snapshot,
+    costs: Mapping[tuple[int, ENode], float],
+    opts: Options,
+    left: float | None,
+    report: Report,
+) -> Choice:
+    """The chosen e-nodes: greedy, or greedy + ILP within min(its budget, the time left)."""
+    if opts.extractor == "greedy":
+        choice = greedy(snap, costs)
+        check_choice(snap, choice)
+        report.extraction = {"extractor": "greedy", "cost_us": graph_cost(snap, choice, costs)}
+        return choice
+    from rewrite.extract.select import run_extraction
+
+    limit = opts.extract_time_limit
+    if left is not None:
+        limit = max(0.5, min(left, limit))
+    out = run_extraction(snap, costs, method=opts.extractor, time_limit=limit)
+    report.extraction = out.to_json()
+    return out.choice
+
+
+def _load(src: Path, stat: tuple[int, int, int] | None = None) -> Graph:
+    """`load`, plus what it does not yet refuse: names that are not UTF-8 (protobuf hands them
+    over as bytes), and a file that changed since `stat` was taken. Any other exception while
+    reading the file is a model we cannot read."""
+    if stat is not None and _stat(src) != stat:
+        raise ModelError(f"{src}: the file changed while it was being optimized")
+    try:
+        graph = load(src)
+    except RewriteError:
+        raise
+    except Exception as e:
+        raise ModelError(f"{src}: cannot be read ({type(e).__name__}: {_first_line(e)})") from e
+    for i, n in enumerate(graph.nodes):
+        for what, value in (("op_type", n.op_type), ("domain", n.domain), ("name", n.name)):
+            if not isinstance(value, str):
+                raise ModelError(f"{src}: node {i} has a {what} that is not UTF-8: {value!r}")
+        for value in [*n.inputs, *n.outputs]:
+            if not isinstance(value, str):
+                raise ModelError(f"{src}: {n.label()} names a value that is not UTF-8: {value!r}")
+    for value in [*graph.inputs, *graph.outputs, *graph.initializers]:
+        if not isinstance(value, str):
+            raise ModelError(f"{src}: a graph value name is not UTF-8: {value!r}")
+    return graph
+
+
+def _differential(src: Path, staged: Path, opts: Options) -> DiffResult:
+    feeds: list[dict[str, np.ndarray]] = []
+    if opts.inputs:
+        feeds.append(load_inputs(opts.inputs, str(src)))
+    return differential(
+        str(src), str(staged), feeds=feeds or None, seed=opts.seed, trials=opts.trials
+    )
