@@ -33,6 +33,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         disabled=args.disable_rule or (),
         allow_approximate=args.allow_approximate,
         no_rules=args.no_rules,
+        target=args.target,
     )
     opts = Options(
         rulesets=rulesets,

@@ -66,6 +66,7 @@ def select_rulesets(
     disabled: Sequence[str] = (),
     allow_approximate: bool = False,
     no_rules: bool = False,
+    target: str | None = None,
 ) -> list[RuleSet]:
     """The rule sets a run uses: the built-ins and every rule file's (only those named, when
     `names` is given), without the disabled rules and, unless allowed, approximate rules."""
@@ -100,6 +101,17 @@ def select_rulesets(
         )
     out = []
     for rs in chosen:
-        keep = [r for r in rs if r.name not in disabled and (allow_approximate or r.exact)]
+        keep = [
+            r
+            for r in rs
+            if r.name not in disabled
+            and (allow_approximate or r.exact)
+            and (target is None or serves(r.tags, target))
+        ]
         out.append(RuleSet(rs.name, keep, rs.doc))
     return out
+
+
+def serves(tags: frozenset[str], target: str) -> bool:
+    """A rule serves `target` ("cpu" or "cuda") when it is portable or tagged `ort-<target>`."""
+    return "portable" in tags or f"ort-{target}" in tags

@@ -42,8 +42,8 @@ from rewrite.cli import main
 from tests.robustness.models import SEEDS
 
 SCALE = float(os.environ.get("REWRITE_FUZZ_SCALE", "1"))
-STRUCTURE_CASES = int(650 * SCALE)
-BYTES_CASES = int(1350 * SCALE)
+STRUCTURE_CASES = int(600 * SCALE)
+BYTES_CASES = int(1400 * SCALE)
 FUZZ_CASES = STRUCTURE_CASES + BYTES_CASES
 
 ARGS = ["optimize", "-q", "--max-memory", "1000", "--time-limit", "60"]

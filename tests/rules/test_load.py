@@ -90,3 +90,10 @@ def test_a_ruleset_name_defined_twice_is_refused(tmp_path: Path) -> None:
     text = "from rewrite.rules import RuleSet\nC = RuleSet('cleanup')\n"
     with pytest.raises(RuleError, match=r"ruleset 'cleanup' is already defined"):
         select_rulesets(rule_files=[str(write(tmp_path, text))])
+
+
+def test_rules_are_chosen_by_target() -> None:
+    cpu = {r.name for rs in select_rulesets(target="cpu") for r in rs}
+    cuda = {r.name for rs in select_rulesets(target="cuda") for r in rs}
+    assert "add_as_sum" in cpu and "add_as_sum" not in cuda  # tagged ort-cpu only
+    assert "identity_elim" in cpu and "identity_elim" in cuda  # portable
