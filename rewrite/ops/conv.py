@@ -143,18 +143,26 @@ def _check_channels(call: OpCall, c: Dim, c_per_group: Dim, m: Dim, group: int) 
         raise fail(call, f"channels {m} not divisible by group {group}")
 
 
-def _conv_infer(call: OpCall) -> list[TensorType]:
-    """Y: (N, M, O...) in X's dtype (see the module docstring for O)."""
+def _operands(call: OpCall) -> tuple[int, int | None, Shape, Shape, int]:
+    """X's dtype, the spatial rank (None: unknown), X and W shapes (unknown dims where the
+    rank is known but the shape is not) and `group`; rank mismatches are refused."""
     x, wt = call.input(0), call.input(1)
     dtype = x.dtype or wt.dtype
     n = _spatial_rank(call)
     if n is None:
-        return [TensorType(dtype, None)]
+        return dtype, None, (), (), 1
     if n < 1 or any(t.rank not in (None, n + 2) for t in (x, wt)):
         raise fail(call, "X and W must have the same rank >= 3")
     xs = x.shape or (None,) * (n + 2)
     ws = wt.shape or (None,) * (n + 2)
-    group = int(call.attr("group", 1))
+    return dtype, n, xs, ws, int(call.attr("group", 1))
+
+
+def _conv_infer(call: OpCall) -> list[TensorType]:
+    """Y: (N, M, O...) in X's dtype (see the module docstring for O)."""
+    dtype, n, xs, ws, group = _operands(call)
+    if n is None:
+        return [TensorType(dtype, None)]
     _check_channels(call, xs[1], ws[1], ws[0], group)
     bias = call.input(2).shape if call.has_input(2) else None
     if bias is not None and (len(bias) != 1 or not _same_or_unknown(bias[0], ws[0])):
@@ -216,16 +224,9 @@ def _transpose_geometry(call: OpCall, n: int, xs: Shape) -> tuple[Window, tuple[
 
 def _conv_transpose_infer(call: OpCall) -> list[TensorType]:
     """Y: (N, W[1]·group, O...) in X's dtype."""
-    x, wt = call.input(0), call.input(1)
-    dtype = x.dtype or wt.dtype
-    n = _spatial_rank(call)
+    dtype, n, xs, ws, group = _operands(call)
     if n is None:
         return [TensorType(dtype, None)]
-    if n < 1 or any(t.rank not in (None, n + 2) for t in (x, wt)):
-        raise fail(call, "X and W must have the same rank >= 3")
-    xs = x.shape or (None,) * (n + 2)
-    ws = wt.shape or (None,) * (n + 2)
-    group = int(call.attr("group", 1))
     _check_channels(call, xs[1], ws[0], xs[1], 1)  # W is (C, M/group, k...)
     _check_channels(call, None, None, xs[1], group)
     m = ws[1] * group if isinstance(ws[1], int) else None
