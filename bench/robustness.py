@@ -146,7 +146,7 @@ def main() -> None:
         if "time" in only:
             out += ["", "### Whole-run time limit", ""]
             out += time_limits(chain, [5, 10, 20], tmp)
-            out += time_limits(gpt2, [40, 80], tmp)[2:] if gpt2 else []
+            out += time_limits(gpt2, [20, 30, 60], tmp)[2:] if gpt2 else []
         if "isolation" in only:
             out += ["", "### Crash isolation", ""]
             out += isolation({**chain, **bert}, args.repeats, tmp)

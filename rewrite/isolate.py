@@ -1,21 +1,17 @@
-"""Crash isolation: the e-graph stages run in a worker process the pipeline can lose.
+"""Crash isolation: the pipeline's stages run in a worker process the caller can lose.
 
 egglog is Rust: an allocation failure or a panic outside its error paths aborts the process
-(SIGABRT), which no `except` catches. So the stages that run egglog (fold, encode, saturate,
-snapshot, extract, decode) run in a worker forked from a `forkserver` (a clean, single-threaded
-process started once and reused, so a worker starts in ~30 ms rather than the ~2.5 s of a fresh
-interpreter). The parent keeps the input graph; when the worker dies, overruns the deadline, or
-is interrupted, the parent says why and writes the input graph.
+(SIGABRT), which no `except` catches; ONNX Runtime and onnx's C++ code can crash on broken
+models too. So `rewrite.pipeline` runs its jobs (`rewrite.stages`) in workers forked from a
+`forkserver`: a clean, single-threaded process that preloads the stages once, so a worker
+starts in ~15 ms instead of the ~2.5 s of a fresh interpreter. A worker that dies, or runs
+past the caller's deadline, comes back as an `Outcome` whose `failure` says how (the signal or
+exit status, the stage it had reported starting, and the telling line of its stderr).
 
-What crosses the process boundary: the worker loads the model itself from its path (in parallel
-with the parent's own load), and sends back the optimized graph with every initializer it kept
-unchanged replaced by its name, which the parent fills from its own copy. So the weights never
-cross (bert: 438 MB); only folded or new constants do. The input file's size, mtime and inode
-are compared to detect a file changed between the two loads.
-
-Worker contract: SIGINT is ignored (the parent handles Ctrl-C and ends the worker); its stderr
-goes to a temporary file whose last lines the parent quotes when the worker dies; its address
-space is capped (`limits.hard_memory_mb`) so that a runaway allocation fails inside the worker.
+Worker contract: SIGINT is ignored (the caller handles Ctrl-C and ends the worker); its stderr
+goes to a temporary file that `Worker.close` removes; its address space is capped
+(`hard_memory_mb`), so a runaway allocation fails inside the worker; it does not re-run the
+caller's `__main__` (multiprocessing would, for a script without a `__main__` guard).
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -45,6 +42,12 @@ _PASSED_ENV = (_TEST_HOOK, "REWRITE_DEBUG")
 """Variables the worker takes from its parent as they are now (a forkserver child otherwise
 has the environment the fork server was started with)."""
 _CONTEXT: ForkServerContext | None = None
+_IN_WORKER = False
+
+
+def in_worker() -> bool:
+    """True inside a worker process (which exits without freeing what its job kept)."""
+    return _IN_WORKER
 
 
 def context() -> ForkServerContext:
@@ -144,6 +147,8 @@ class Outcome:
 
 def _worker_main(job: Job, conn: multiprocessing.connection.Connection) -> None:
     """Entry point of the worker process."""
+    global _IN_WORKER
+    _IN_WORKER = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for key, value in job.env.items():
         if value is None:
@@ -165,6 +170,10 @@ def _worker_main(job: Job, conn: multiprocessing.connection.Connection) -> None:
     value = resolve(job.run)(*job.args, progress=progress)
     conn.send(("done", value))
     conn.close()
+    # Exit now: freeing what the job kept (a model's weights, GBs) would only delay the end.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def resolve(run: Callable[..., Any] | str) -> Callable[..., Any]:

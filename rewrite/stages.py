@@ -10,6 +10,7 @@ in the calling one) and puts the staged output in place.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import traceback
@@ -19,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from rewrite.egraph.decode import decode
 from rewrite.egraph.encode import encode
@@ -28,6 +30,7 @@ from rewrite.extract.check import check_choice
 from rewrite.extract.cost import CPU, CUDA, graph_cost, node_costs
 from rewrite.extract.greedy import greedy
 from rewrite.extract.snapshot import Choice, ENode, Snapshot
+from rewrite.isolate import in_worker
 from rewrite.limits import Deadline, peak_rss_mb
 from rewrite.onnx_io import load, save
 from rewrite.onnx_io.graph import Graph
@@ -40,12 +43,17 @@ from rewrite.verify.differential import DiffResult, differential
 from rewrite.verify.inputs import load_inputs
 
 TARGETS = {"cpu": CPU, "cuda": CUDA}
-SAVE_SECONDS_PER_MB = 0.025
-"""Estimated save time per MB of weights (serialize, fsync, full checker); measured ~0.019."""
-VERIFY_SECONDS_PER_MB = 0.02
-"""Estimated differential-check time per MB of weights (two ORT sessions); measured ~0.012."""
+SAVE_SECONDS_PER_MB = 0.022
+"""Estimated save time per MB of weights (serialize, fsync, full checker); measured 0.015-0.019
+on this 2-core VM's disk."""
+VERIFY_SECONDS_PER_MB = 0.016
+"""Estimated differential-check time per MB of weights (two ORT sessions, two input sets);
+measured 0.012-0.014."""
 FIXED_SECONDS = 0.3
 """Estimated fixed part of save + verify (sessions, checker) on a tiny model."""
+_KEPT: list[object] = []
+"""Inside a worker, a finished job's big objects are kept here rather than freed: the worker
+exits right after sending its result, and the kernel reclaims them at once."""
 POST_SECONDS_PER_NODE = 3e-4
 """Snapshot + greedy + decode seconds per e-node of the saturated e-graph (measured 1.5e-4 to
 4e-4 on exploded e-graphs of 18k-24k e-nodes, 2 cores)."""
@@ -68,9 +76,18 @@ class _Clock:
 
 def post_seconds(graph: Graph, verify: bool) -> float:
     """Estimated time to save `graph` (and to verify it, when `verify`)."""
-    mb = sum(t.ByteSize() for t in graph.initializers.values()) / 1e6
+    mb = sum(_nbytes(t) for t in graph.initializers.values()) / 1e6
     rate = SAVE_SECONDS_PER_MB + (VERIFY_SECONDS_PER_MB if verify else 0.0)
     return FIXED_SECONDS + mb * rate
+
+
+def _nbytes(t: onnx.TensorProto) -> int:
+    """A tensor's size from its dims and dtype (reading its data would copy it)."""
+    try:
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except (KeyError, TypeError, ValueError):
+        itemsize = 4
+    return math.prod(t.dims) * itemsize
 
 
 def optimize_job(
@@ -96,13 +113,15 @@ def optimize_job(
         if deadline.seconds is not None:
             end = deadline.at - post_seconds(graph, opts.verify)
         optimized = _optimize_guarded(graph, opts, report, clock, end)
+        graph._arrays.clear()  # numpy copies of every weight, made for encoding: not needed now
+        if in_worker():
+            _KEPT.extend((graph, optimized))
         if optimized is not None and _save_verified(optimized, src, staged, opts, report, clock):
             report.status = STATUS_OPTIMIZED
             report.nodes_after = optimized.op_counts()
         else:
             clear(staged.parent)
-            with clock.stage("save"):
-                save(graph, staged, source=src)
+            _save_input(graph, src, staged, clock)
             report.status = STATUS_FALLBACK
             report.nodes_after = graph.op_counts()
             report.cost_after_us = report.cost_before_us
@@ -118,8 +137,8 @@ def _gate_rules(opts: Options, report: Report, clock: _Clock) -> Options:
         return opts
     from rewrite.verify.gate import gate
 
-    rulesets = default_rulesets() if opts.rulesets is None else list(opts.rulesets)
     with clock.stage("prove"):
+        rulesets = default_rulesets() if opts.rulesets is None else list(opts.rulesets)
         accepted, refused = gate(rulesets, allow_approximate=opts.allow_approximate)
     report.rules_refused = [r.to_json() for r in refused]
     report.warnings += [r.refusal() for r in refused]
@@ -135,14 +154,27 @@ def fallback_job(
     try:
         with clock.stage("load"):
             graph = _load(src, stat)
-        with clock.stage("save"):
-            save(graph, staged, source=src)
+        _save_input(graph, src, staged, clock)
     except RewriteError as e:
         return JobResult(report, e, peak_rss_mb())
     report.status = STATUS_FALLBACK
     report.nodes_before = report.nodes_after = graph.op_counts()
     report.notes = list(graph.notes)
     return JobResult(report, None, peak_rss_mb())
+
+
+def _save_input(graph: Graph, src: Path, staged: Path, clock: _Clock) -> None:
+    """Save the input graph to `staged`; any failure is a ModelError (nothing is written)."""
+    with clock.stage("save"):
+        try:
+            save(graph, staged, source=src)
+        except ModelError:
+            raise
+        except Exception as e:
+            raise ModelError(
+                f"{src}: the input graph cannot be written back ({type(e).__name__}: "
+                f"{_first_line(e)})"
+            ) from e
 
 
 def _save_verified(
@@ -153,8 +185,9 @@ def _save_verified(
     try:
         with clock.stage("save"):
             save(optimized, staged, source=src)
-    except ModelError as e:
-        report.warnings.append(f"optimized model rejected, input graph written instead: {e}")
+    except Exception as e:  # ModelError (the checker), or protobuf refusing to serialize
+        why = e if isinstance(e, ModelError) else f"{type(e).__name__}: {_first_line(e)}"
+        report.warnings.append(f"optimized model rejected, input graph written instead: {why}")
         return False
     if not opts.verify:
         report.verification = {"ok": None, "summary": "skipped (--no-verify)"}
@@ -212,7 +245,11 @@ def _optimize_guarded(
 def _optimize_graph(
     graph: Graph, opts: Options, report: Report, clock: _Clock, deadline: float | None
 ) -> Graph:
-    rulesets = default_rulesets() if opts.rulesets is None else list(opts.rulesets)
+    if opts.rulesets is None:
+        with clock.stage("prove"):  # building the built-in rule sets (proved or not)
+            rulesets = default_rulesets()
+    else:
+        rulesets = list(opts.rulesets)
     target = TARGETS[opts.target]
     work = graph
     if opts.fold and rulesets:
@@ -223,6 +260,8 @@ def _optimize_graph(
             report.warnings.append(fstats.skipped)
     with clock.stage("encode"):
         enc = encode(work)
+    if in_worker():
+        _KEPT.append(enc)  # its e-graph and weight arrays: not freed before the result is sent
     with clock.stage("cost"):
         t = time.perf_counter()
         before = take_snapshot(enc)
@@ -231,7 +270,10 @@ def _optimize_graph(
         per_node = POST_SECONDS_PER_NODE  # small e-graphs: fixed costs would inflate a rate
         if before.n_nodes >= 2000:
             per_node = max(per_node, 1.5 * (time.perf_counter() - t) / before.n_nodes)
+    # The ILP's own budget is reserved out of what is left, but never more than half of it.
     extract_budget = opts.extract_time_limit if opts.extractor == "ilp" else 0.0
+    if deadline is not None:
+        extract_budget = min(extract_budget, 0.5 * max(0.0, deadline - time.monotonic()))
     with clock.stage("saturate"):
         stats = saturate(
             enc,

@@ -86,7 +86,10 @@ def save(
         raise ModelError(f"{where}: cannot write: it is a directory")
     model = to_model(graph)
     if external is None:
-        external = model.ByteSize() > EXTERNAL_THRESHOLD
+        try:
+            external = model.ByteSize() > EXTERNAL_THRESHOLD
+        except Exception:  # protobuf (upb) refuses to size a message over 2 GB at all
+            external = True
     temps: list[Path] = []
     try:
         if external:

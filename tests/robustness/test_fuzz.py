@@ -57,6 +57,40 @@ SETTINGS = settings(
 )
 SEED_BYTES = {name: build().SerializeToString() for name, build in SEEDS.items()}
 OUTCOMES: dict[str, Counter[str]] = {"structure": Counter(), "bytes": Counter()}
+REASONS: Counter[str] = Counter()
+"""Why cases were refused or fell back, by kind of message (for BENCHMARKS.md)."""
+_KINDS = [
+    ("not an ONNX model", "not ONNX / truncated / empty"),
+    ("truncated or corrupt", "not ONNX / truncated / empty"),
+    ("file is empty", "not ONNX / truncated / empty"),
+    ("no IR version", "not ONNX / truncated / empty"),
+    ("onnx.checker rejects", "onnx.checker rejects the model"),
+    ("which no node", "dangling input"),
+    ("already defines", "a value defined twice"),
+    ("declared twice", "a value defined twice"),
+    ("cycle", "a cycle"),
+    ("opset", "opset / IR version"),
+    ("IR version", "opset / IR version"),
+    ("failed in ONNX Runtime", "the input model fails in ONNX Runtime"),
+    ("not UTF-8", "a name that is not UTF-8"),
+    ("declares dims", "dims larger than the data"),
+    ("no outputs", "no outputs / no nodes"),
+    ("graph is empty", "no outputs / no nodes"),
+    ("differential check could not run", "fallback: the check could not run"),
+    ("differential check failed", "fallback: the check failed"),
+    ("optimized model rejected", "fallback: the optimized model was rejected"),
+    ("internal error", "fallback: internal error"),
+    ("optimization failed", "fallback: a stage failed"),
+    ("worker process ended", "fallback: the worker died"),
+]
+
+
+def _reason(line: str) -> str:
+    for key, kind in _KINDS:
+        if key in line:
+            return kind
+    return "other: " + " ".join(line.split(": ", 2)[-1].split()[:6])
+
 
 DTYPES = [T.FLOAT16, T.DOUBLE, T.INT32, T.INT64, T.BOOL, T.UINT8, T.STRING, 0, 999]
 OPS = ["Add", "Relu", "MatMul", "Concat", "Identity", "Reshape", "Softmax", "NoSuchOp", "If"]
@@ -318,6 +352,7 @@ def _check_case(raw: bytes, kind: str) -> str:
             assert len(lines) == 1 and lines[0].startswith("rewrite: error: "), lines
             assert not dst.exists(), "an output was written for a refused model"
             outcome = "refused (exit 1)"
+            REASONS[_reason(lines[0])] += 1
         elif rc == 0:
             onnx.checker.check_model(str(dst), full_check=True)
             report = json.loads(rep.read_text())
@@ -330,6 +365,7 @@ def _check_case(raw: bytes, kind: str) -> str:
             report = json.loads(rep.read_text())
             assert report["status"] == "fallback"
             why = " ".join(report["warnings"])
+            REASONS[_reason(why)] += 1
             kind3 = "internal error" if "internal error" in why else "input graph written"
             outcome = f"{kind3} (exit 3)"
     OUTCOMES[kind][outcome] += 1
@@ -368,6 +404,7 @@ def test_zz_report_outcomes() -> None:
     """Print (and with REWRITE_FUZZ_LOG, record) how the cases ended."""
     total = sum(sum(c.values()) for c in OUTCOMES.values())
     summary = {k: dict(c.most_common()) for k, c in OUTCOMES.items()}
+    summary["reasons"] = dict(REASONS.most_common())
     print(f"\nfuzz: {total} cases: {json.dumps(summary)}")
     times = sorted(SLOWEST, reverse=True)
     print(
