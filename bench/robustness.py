@@ -122,6 +122,27 @@ def isolation(models: dict[str, Path], repeats: int, tmp: Path) -> list[str]:
     return rows
 
 
+def isolation_warm(models: dict[str, Path], repeats: int, tmp: Path) -> list[str]:
+    """The same comparison through the Python API in one process, the fork server already up
+    (a service or a test suite calling `optimize` repeatedly)."""
+    rows = [
+        "| model | runs | isolated s (median) | in-process s (median) | ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for name, path in models.items():
+        optimize(path, tmp / f"{name}.warm.onnx", Options(isolate=True))  # starts the server
+        walls: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(repeats):
+            for iso in (True, False):
+                t = time.perf_counter()
+                optimize(path, tmp / f"{name}.warm.onnx", Options(isolate=iso))
+                walls[iso].append(time.perf_counter() - t)
+        iso_s, plain = statistics.median(walls[True]), statistics.median(walls[False])
+        rows.append(f"| {name} | {repeats} | {iso_s:.2f} | {plain:.2f} | {iso_s / plain:.3f} |")
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", type=Path, default=Path("/tmp/corpus_mat"))
@@ -150,6 +171,8 @@ def main() -> None:
         if "isolation" in only:
             out += ["", "### Crash isolation", ""]
             out += isolation({**chain, **bert}, args.repeats, tmp)
+            out += ["", "Warm fork server (Python API, one process):", ""]
+            out += isolation_warm({**chain, **bert}, args.repeats, tmp)
     text = "\n".join(out)
     print(text)
     if args.md:

@@ -260,8 +260,6 @@ def _optimize_graph(
             report.warnings.append(fstats.skipped)
     with clock.stage("encode"):
         enc = encode(work)
-    if in_worker():
-        _KEPT.append(enc)  # its e-graph and weight arrays: not freed before the result is sent
     with clock.stage("cost"):
         t = time.perf_counter()
         before = take_snapshot(enc)

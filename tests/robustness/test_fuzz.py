@@ -74,6 +74,8 @@ _KINDS = [
     ("failed in ONNX Runtime", "the input model fails in ONNX Runtime"),
     ("not UTF-8", "a name that is not UTF-8"),
     ("declares dims", "dims larger than the data"),
+    ("negative dim", "dims larger than the data"),
+    ("is not", "an output nothing computes"),
     ("no outputs", "no outputs / no nodes"),
     ("graph is empty", "no outputs / no nodes"),
     ("differential check could not run", "fallback: the check could not run"),
@@ -89,7 +91,7 @@ def _reason(line: str) -> str:
     for key, kind in _KINDS:
         if key in line:
             return kind
-    return "other: " + " ".join(line.split(": ", 2)[-1].split()[:6])
+    return "other: " + " ".join(line.split(": ")[-1].split()[:6])
 
 
 DTYPES = [T.FLOAT16, T.DOUBLE, T.INT32, T.INT64, T.BOOL, T.UINT8, T.STRING, 0, 999]
