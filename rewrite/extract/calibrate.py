@@ -271,6 +271,8 @@ def measure(target: str, threads: int, quick: bool) -> tuple[list[Sample], float
     import onnxruntime as ort  # type: ignore[import-untyped]
 
     ep = EP_OF[target]
+    if ep == "CUDAExecutionProvider" and hasattr(ort, "preload_dlls"):
+        ort.preload_dlls()  # CUDA and cuDNN from the nvidia-* wheels, where they are installed
     if ep not in ort.get_available_providers():
         raise RewriteError(
             f"calibrate --target {target}: ORT's {ep} is not available in this onnxruntime "

@@ -8,9 +8,9 @@ per-op multiplier, plus the fit's own error. It is stored as JSON (schema `SCHEM
 
 `find_table(target, threads)` is what the cost model calls: the environment variable
 `REWRITE_COST_TABLE` (a path, or `default` to skip the cache) wins; otherwise the cached table
-for this machine's key; otherwise, for `cpu`, the shipped `default_cpu.json` (measured on the
-machine that built this release, 1 thread). It never raises: a missing, unreadable, corrupt or
-mismatched file is skipped and the returned note says why.
+for this machine's key; otherwise the shipped `default_cpu.json` (measured on the machine that
+built this release, 1 thread) or `default_cuda.json` (an NVIDIA H100). It never raises: a
+missing, unreadable, corrupt or mismatched file is skipped and the returned note says why.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import json
 import math
 import os
 import platform
+import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
@@ -34,6 +35,11 @@ EP_OF = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
 DEFAULT_CPU = Path(__file__).with_name("default_cpu.json")
 """Shipped table (package data): used for `cpu` when this machine has no calibration."""
+
+DEFAULT_CUDA = Path(__file__).with_name("default_cuda.json")
+"""Shipped table for `cuda` (measured on an NVIDIA H100, ORT 1.31.1 CUDA 13 build)."""
+
+DEFAULTS = {"cpu": DEFAULT_CPU, "cuda": DEFAULT_CUDA}
 
 ENV_TABLE = "REWRITE_COST_TABLE"
 """A table path to use instead of the cache, or `default` to use the shipped table only."""
@@ -68,8 +74,14 @@ def cpu_model() -> str:
 
 
 def ort_version() -> str:
-    """Installed onnxruntime version, read without importing it (`none` if absent)."""
-    for dist in ("onnxruntime", "onnxruntime-gpu"):
+    """The onnxruntime version in use: the imported module's, else an installed distribution's
+    (GPU build first: beside a CPU build it is the one that was installed on purpose), else
+    `none`."""
+    module = sys.modules.get("onnxruntime")
+    version = getattr(module, "__version__", None)
+    if isinstance(version, str):
+        return version
+    for dist in ("onnxruntime-gpu", "onnxruntime"):
         try:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -173,7 +185,7 @@ def find_table(target: str = "cpu", threads: int = 1) -> tuple[CalibrationTable 
     """The table the cost model should use for `target`, and a note saying where it came from.
 
     Order: `$REWRITE_COST_TABLE` (path, or `default`), the cache file for this machine's key,
-    the shipped default (cpu only). Never raises: what is skipped, and why, is in the note.
+    the shipped default for the target. Never raises: what is skipped, and why, is in the note.
     """
     skipped: list[str] = []
     env = os.environ.get(ENV_TABLE, "").strip()
@@ -182,8 +194,8 @@ def find_table(target: str = "cpu", threads: int = 1) -> tuple[CalibrationTable 
         candidates.append((f"${ENV_TABLE}", Path(env), False))
     elif not env and target in EP_OF:
         candidates.append(("cache", cache_path(machine_key(target, threads)), True))
-    if target == "cpu":
-        candidates.append(("shipped default", DEFAULT_CPU, False))
+    if target in DEFAULTS:
+        candidates.append(("shipped default", DEFAULTS[target], False))
     for label, path, must_match in candidates:
         if not path.exists():
             if label != "cache":

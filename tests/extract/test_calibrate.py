@@ -18,7 +18,9 @@ from rewrite.extract.cost import BUILTIN_CPU, load_target, node_costs
 from rewrite.extract.snapshot import EClass, ENode, Snapshot
 from rewrite.extract.table import (
     DEFAULT_CPU,
+    DEFAULTS,
     ENV_TABLE,
+    EP_OF,
     CalibrationTable,
     cache_path,
     find_table,
@@ -147,19 +149,24 @@ def test_missing_cache_and_env_paths(cache: Path, monkeypatch, tmp_path: Path) -
     assert table is not None and "nowhere.json: missing" in note
     monkeypatch.setenv(ENV_TABLE, "default")
     assert find_table("cpu", 1)[1].startswith("shipped default")
-    target = load_target("cuda")  # no cuda table anywhere: the built-in constants
-    assert target.peak_flops == cost.BUILTIN_CUDA.peak_flops and "built-in" in target.source
+    target = load_target("cuda")  # no cuda table in the cache: the shipped H100 table
+    assert target.source.startswith("shipped default") and "default_cuda.json" in target.source
+    assert target.peak_flops > cost.BUILTIN_CPU.peak_flops
 
 
 def test_missing_default_falls_back_to_builtin_constants(cache: Path, monkeypatch) -> None:
-    monkeypatch.setattr("rewrite.extract.table.DEFAULT_CPU", cache / "none.json")
+    monkeypatch.setitem(DEFAULTS, "cpu", cache / "none.json")
     target = load_target("cpu")
     assert target.peak_flops == BUILTIN_CPU.peak_flops and "missing" in target.source
+    monkeypatch.setitem(DEFAULTS, "cuda", cache / "none.json")
+    target = load_target("cuda")
+    assert target.peak_flops == cost.BUILTIN_CUDA.peak_flops and "built-in" in target.source
 
 
-def test_shipped_default_loads_and_covers_the_ops_that_matter() -> None:
-    table = load_table(DEFAULT_CPU)
-    assert table.key.threads == 1 and table.key.ep == "CPUExecutionProvider"
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_shipped_default_loads_and_covers_the_ops_that_matter(target: str) -> None:
+    table = load_table(DEFAULTS[target])
+    assert table.key.threads == 1 and table.key.ep == EP_OF[target]
     assert table.fit["n"] >= 100 and not table.fit.get("quick")
     needed = {"MatMul", "MatMul:activations", "Gemm", "Conv", "Conv:grouped", "Add", "Mul",
               "Softmax", "LayerNormalization", "Transpose", "Gather", "Where", "Erf",

@@ -1,0 +1,156 @@
+"""Latency of each model before and after `rewrite optimize`, on one ORT execution provider.
+
+For every model: `rewrite optimize --target T` writes the optimized model (its report beside
+it), then the input and the output run in two ORT sessions (ORT_ENABLE_ALL, I/O binding with
+inputs and outputs on the EP's device) back to back in each round, alternating which goes
+first; the ratio is the median of the per-round input/optimized ratios (> 1: faster), with
+its 95% CI by order statistics. Same inputs on both sides (`verify.inputs.make_inputs`).
+
+    python bench/ep_latency.py --models /tmp/corpus_mat --target cuda [--rounds 50]
+        [--only bert,gpt2] [--work DIR] [--md out.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rewrite.extract.table import EP_OF
+from rewrite.verify.inputs import make_inputs
+
+
+class Session:
+    """One ORT session with inputs and outputs bound on the EP's device."""
+
+    def __init__(self, path: Path, feeds: dict[str, np.ndarray], ep: str, threads: int) -> None:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = threads
+        opts.log_severity_level = 3
+        self.sess = ort.InferenceSession(str(path), opts, providers=[ep])
+        device = "cuda" if ep == "CUDAExecutionProvider" else "cpu"
+        self.bind = self.sess.io_binding()
+        for name, arr in feeds.items():
+            self.bind.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr, device))
+        for out in self.sess.get_outputs():
+            self.bind.bind_output(out.name, device)
+
+    def run(self, n: int) -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            self.sess.run_with_iobinding(self.bind)
+        return (time.perf_counter() - t) / n
+
+
+def median_ci(xs: list[float]) -> tuple[float, float, float]:
+    s = sorted(xs)
+    n = len(s)
+    k = max(0, math.floor(n / 2 - 1.96 * math.sqrt(n) / 2))
+    return float(np.median(s)), s[k], s[min(n - 1, n - 1 - k)]
+
+
+def compare(src: Path, dst: Path, ep: str, threads: int, rounds: int) -> dict:
+    feeds = make_inputs(str(src))
+    a, b = Session(src, feeds, ep, threads), Session(dst, feeds, ep, threads)
+    a.run(3), b.run(3)
+    n = max(1, min(200, round(0.02 / max(min(a.run(3), b.run(3)), 1e-7))))
+    ta: list[float] = []
+    tb: list[float] = []
+    for r in range(rounds):
+        first, second = (a, b) if r % 2 == 0 else (b, a)
+        x, y = first.run(n), second.run(n)
+        ta.append(x if first is a else y)
+        tb.append(y if first is a else x)
+    med, lo, hi = median_ci([math.log(x / y) for x, y in zip(ta, tb, strict=True)])
+    return {
+        "input_ms": float(np.median(ta)) * 1e3,
+        "optimized_ms": float(np.median(tb)) * 1e3,
+        "speedup": math.exp(med),
+        "ci": [math.exp(lo), math.exp(hi)],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", type=Path, default=Path("/tmp/corpus_mat"))
+    ap.add_argument("--target", choices=sorted(EP_OF), default="cpu")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--rounds", type=int, default=50)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--work", type=Path)
+    ap.add_argument("--md", type=Path)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args(argv)
+    if a.target == "cuda":
+        import onnxruntime as ort
+
+        if hasattr(ort, "preload_dlls"):
+            ort.preload_dlls()  # CUDA/cuDNN from the nvidia-* wheels, where they are installed
+    work = a.work or Path(tempfile.mkdtemp())
+    work.mkdir(parents=True, exist_ok=True)
+    keep = set(filter(None, a.only.split(",")))
+    rows = []
+    lines = [
+        f"target {a.target} ({EP_OF[a.target]}), {a.threads} thread(s), {a.rounds} rounds",
+        "",
+        "| model | input ms | optimized ms | speedup (95% CI) | optimize s | status |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for src in sorted(a.models.glob("*.onnx")):
+        if keep and src.stem not in keep:
+            continue
+        dst = work / f"{src.stem}.opt.onnx"
+        t = time.perf_counter()
+        cmd = [
+            sys.executable,
+            "-m",
+            "rewrite.cli",
+            "optimize",
+            str(src),
+            str(dst),
+            "-q",
+            "--target",
+            a.target,
+            "--report",
+            str(work / f"{src.stem}.json"),
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        opt_s = time.perf_counter() - t
+        status = json.loads((work / f"{src.stem}.json").read_text()).get("status", "?")
+        if proc.returncode not in (0, 3) or not dst.exists():
+            lines.append(f"| {src.stem} | | | | {opt_s:.1f} | failed: {proc.stderr[-200:]} |")
+            continue
+        r = {
+            "model": src.stem,
+            "optimize_s": opt_s,
+            "status": status,
+            **compare(src, dst, EP_OF[a.target], a.threads, a.rounds),
+        }
+        rows.append(r)
+        lo, hi = r["ci"]
+        lines.append(
+            f"| {src.stem} | {r['input_ms']:.3f} | {r['optimized_ms']:.3f} | "
+            f"{r['speedup']:.3f} ({lo:.3f}-{hi:.3f}) | {opt_s:.1f} | {status} |"
+        )
+        print(lines[-1], flush=True)
+    text = "\n".join(lines)
+    print(text)
+    if a.md:
+        a.md.write_text(text + "\n")
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
