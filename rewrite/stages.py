@@ -295,7 +295,13 @@ def _optimize_graph(
         choice = _extract(snap, costs, opts, left, report)
         report.cost_after_us = graph_cost(snap, choice, costs)
     with clock.stage("decode"):
-        return decode(enc, snap, choice)
+        out = decode(enc, snap, choice)
+    if opts.fold and rulesets:
+        with clock.stage("fold"):  # constants the extraction computed (cost.py: they are free)
+            out, fstats = fold_constants(out)
+        for op, n in fstats.folded.items():
+            report.folded[op] = report.folded.get(op, 0) + n
+    return out
 
 
 def _extract(

@@ -23,19 +23,7 @@ from onnx import numpy_helper
 from rewrite.egraph.schema import SYM_BASE, program
 from rewrite.onnx_io.graph import Graph, Node
 from rewrite.ops.base import TensorType, onnx_dtype
-from rewrite.ops.registry import lookup
-
-NONDETERMINISTIC = frozenset(
-    {
-        "RandomNormal",
-        "RandomNormalLike",
-        "RandomUniform",
-        "RandomUniformLike",
-        "Multinomial",
-        "Bernoulli",
-    }
-)
-"""ai.onnx ops whose equal calls must not be merged (every call is a fresh draw)."""
+from rewrite.ops.registry import NONDETERMINISTIC, lookup
 
 _SMALL_CONST = 4096  # constants up to this many elements are checked for all-0 / all-1
 

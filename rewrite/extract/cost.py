@@ -25,6 +25,12 @@ One fusion changes a ranking on the CPU EP: `LayerNormalization(Add(x, s))` beco
 would fuse that way is priced as what the fusion adds (`CostModel.cost`); writing it as `Sum`
 avoids the fusion, and the extractor sees the difference.
 
+Constants are free. An e-node of a deterministic ai.onnx op (`registry.foldable_op`) whose
+children are all constant classes computes a constant: the pipeline folds it after decoding
+(`fold.fold_constants`) and ORT folds what is left when it loads the model, so it costs 0 at run
+time (`Concat(W1, W2)` of a merged MatMul's weights, say). A class is constant when it holds an
+initializer (`Init`) or such an e-node; its bytes count as weights where an op reads it.
+
 Unknown sizes never crash. Before a spec's functions see a type, every symbolic dim (`str`)
 and unknown dim (`None`) counts as `ASSUMED_DIM` (1) unless `dims` names its size (e.g.
 `{"batch": 1, "sequence": 128}`), a tensor of unknown rank counts as shape `(ASSUMED_DIM,)`,
@@ -60,7 +66,7 @@ from rewrite.extract.target import (
     target_from_table,
 )
 from rewrite.ops.base import OpCall, OpSpec, TensorType, itemsize
-from rewrite.ops.registry import lookup
+from rewrite.ops.registry import foldable_op, lookup
 
 __all__ = [
     "BUILTIN_CPU",
@@ -153,6 +159,8 @@ class CostModel:
         self._outs = outs
         self._users = users
         self._roots = set(snapshot.roots)
+        self.constants = constant_classes(snapshot)
+        """Classes whose value is known before the model runs (module doc)."""
 
     def output_types(self, cid: int) -> list[TensorType]:
         """The types an e-node in class `cid` produces: the class's own, or its projections'."""
@@ -166,7 +174,7 @@ class CostModel:
 
     def cost(self, cid: int, node: ENode) -> float:
         """Estimated µs of `node` in class `cid` (module doc: formula and assumptions)."""
-        if node.op in FREE_OPS:
+        if node.op in FREE_OPS or computes_constant(node, self.constants):
             return 0.0
         if node.op in VIEW_OPS:
             return self.target.overhead * 1e6
@@ -249,8 +257,7 @@ class CostModel:
         return max(self.target.overhead * 1e6, fused - self.cost(ln_cid, ln))
 
     def _is_const(self, cid: int) -> bool:
-        cls = self.snapshot.classes.get(cid)
-        return cls is not None and any(n.op == "Init" for n in cls.nodes)
+        return cid in self.constants
 
     def _call(self, node: ENode) -> OpCall | None:
         try:
@@ -314,6 +321,36 @@ def _spec_work(
 
 def _is_absent(nodes: list[ENode]) -> bool:
     return any(n.op == "Absent" for n in nodes)
+
+
+def computes_constant(node: ENode, constants: set[int] | frozenset[int]) -> bool:
+    """Whether `node` is a foldable op applied to constant classes only (module doc)."""
+    return (
+        bool(node.children)
+        and node.op not in FREE_OPS
+        and all(k in constants for k in node.children)
+        and foldable_op(node.op, node.domain)
+    )
+
+
+def constant_classes(snapshot: Snapshot) -> frozenset[int]:
+    """Classes holding an `Init`, or an e-node that `computes_constant` from such classes (the
+    least fixpoint; `Out` projections of a constant multi-output node are constant too)."""
+    const = {cid for cid, cls in snapshot.classes.items() if any(n.op == "Init" for n in cls.nodes)}
+    users: dict[int, list[tuple[int, ENode]]] = {}
+    for cid, node in snapshot.enodes():
+        for kid in node.children:
+            users.setdefault(kid, []).append((cid, node))
+    todo = list(const)
+    while todo:
+        for cid, node in users.get(todo.pop(), []):
+            if cid in const:
+                continue
+            projected = node.op == "Out" and all(k in const for k in node.children)
+            if projected or computes_constant(node, const):
+                const.add(cid)
+                todo.append(cid)
+    return frozenset(const)
 
 
 def enode_cost(

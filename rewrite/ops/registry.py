@@ -6,6 +6,28 @@ from rewrite.ops.base import OpSpec
 
 _SPECS: dict[tuple[str, str], OpSpec] = {}
 
+NONDETERMINISTIC = frozenset(
+    {
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+    }
+)
+"""ai.onnx ops whose equal calls must not be merged or folded (every call is a fresh draw)."""
+
+
+def foldable_op(op_type: str, domain: str = "") -> bool:
+    """Whether a node of this op whose inputs are all constant is itself a constant: a
+    deterministic ai.onnx op we have a spec for (its value is what ORT computes once)."""
+    return (
+        domain in ("", "ai.onnx")
+        and op_type not in NONDETERMINISTIC
+        and lookup(op_type, domain) is not None
+    )
+
 
 def register(spec: OpSpec) -> OpSpec:
     """Add `spec`; registering the same (domain, name) twice is a bug."""

@@ -4,8 +4,10 @@ Identity: `op(c1, ..., cn) = value` where `value` is what ONNX Runtime computes 
 (ORT, with graph optimizations off, evaluates all foldable nodes in one session, so a folded
 value is bit for bit what the unfolded graph computes). `Shape(x)` and `Size(x)` fold when
 x's shape is static even if x is not constant. Not folded: non-deterministic ops, ops with
-subgraphs, ops of other domains, nodes producing graph outputs, and values larger than
-`max_elements` (folding must not blow up the file, e.g. ConstantOfShape weights).
+subgraphs, ops of other domains, nodes producing graph outputs, and values that grow the file:
+larger than `max_elements` and larger than the node's constant inputs together (a Concat of two
+weights folds whatever its size; an Expand or ConstantOfShape into a big tensor does not).
+Initializers that only folded nodes read are dropped with them.
 """
 
 from __future__ import annotations
@@ -17,10 +19,9 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
-from rewrite.egraph.encode import NONDETERMINISTIC
 from rewrite.onnx_io.graph import Graph, Node
 from rewrite.ops.base import TensorType, onnx_dtype
-from rewrite.ops.registry import lookup
+from rewrite.ops.registry import NONDETERMINISTIC, lookup
 
 MAX_ELEMENTS = 1 << 20
 
@@ -70,12 +71,13 @@ def fold_constants(graph: Graph, *, max_elements: int = MAX_ELEMENTS) -> tuple[G
             values = dict(shape_values)
     removed: set[int] = set()
     for n in foldable:
-        if all(o in values and values[o].size <= max_elements for o in n.outputs if o):
+        given = sum(values[i].size if i in values else _numel(graph, i) for i in n.inputs if i)
+        if all(o in values and values[o].size <= max(max_elements, given) for o in n.outputs if o):
             removed.add(id(n))
             stats.folded[n.op_type] = stats.folded.get(n.op_type, 0) + 1
     removed |= {id(n) for n in graph.nodes if n.outputs and n.outputs[0] in shape_values}
     kept = [n for n in graph.nodes if id(n) not in removed]
-    inits = dict(graph.initializers)
+    inits = _without_dead_inputs(graph, kept, [n for n in foldable if id(n) in removed])
     types = dict(graph.types)
     produced = {o for n in kept for o in n.outputs}
     for name, arr in values.items():
@@ -88,6 +90,21 @@ def fold_constants(graph: Graph, *, max_elements: int = MAX_ELEMENTS) -> tuple[G
     )
     out._arrays.update(graph._arrays)
     return out, stats
+
+
+def _numel(graph: Graph, name: str) -> int:
+    t = graph.types.get(name)
+    return t.numel if t is not None and t.numel is not None else 0
+
+
+def _without_dead_inputs(
+    graph: Graph, kept: list[Node], folded: list[Node]
+) -> dict[str, onnx.TensorProto]:
+    """The graph's initializers less those that only `folded` nodes read."""
+    read = {i for n in folded for i in n.inputs if i}
+    live = {i for n in kept for i in [*n.inputs, *n.implicit_inputs] if i}
+    live |= set(graph.outputs) | graph.input_set
+    return {k: v for k, v in graph.initializers.items() if k not in read or k in live}
 
 
 def _shape_value(n: Node, graph: Graph) -> np.ndarray | None:
@@ -111,11 +128,13 @@ def _can_fold(n: Node, graph: Graph, const: set[str], outputs: set[str], limit: 
         return False  # already a constant: encode turns it into a leaf
     if not all(i in const for i in n.inputs if i):
         return False
+    ins = [graph.types.get(i) for i in n.inputs if i]
+    given = sum(t.numel for t in ins if t is not None and t.numel is not None)
     for o in n.outputs:
         if not o:
             continue
         t = graph.types.get(o)
-        if t is None or t.numel is None or t.numel > limit:
+        if t is None or t.numel is None or t.numel > max(limit, given):
             return False
     return True
 

@@ -336,3 +336,39 @@ def test_every_registered_op_costs_positive_and_finite(target: Target) -> None:
         cost = node_costs(Snapshot(classes, [out], opaque={"k": info}), target)[(out, node)]
         assert 0 < cost < math.inf, (op, cost)
     assert len(untyped) <= 3, f"ops with no typical call here: {untyped}"
+
+
+def merged_weights(concat_of_inits: bool, op: str = "Concat") -> Snapshot:
+    """x @ W, where W is Concat(W1, W2) of two initializers or an initializer itself."""
+    w = (
+        EClass(3, [ENode(op, (1, 2), args=(1,))], TensorType(F, (8, 16)))
+        if concat_of_inits
+        else leaf(3, "w", (8, 16), op="Init")
+    )
+    return Snapshot(
+        {
+            0: leaf(0, "x", (1, 64, 8)),
+            1: leaf(1, "w1", (8, 8), op="Init"),
+            2: leaf(2, "w2", (8, 8), op="Init"),
+            3: w,
+            4: EClass(4, [ENode("MatMul", (0, 3))], TensorType(F, (1, 64, 16))),
+            5: EClass(5, [ENode("Relu", (4,))], TensorType(F, (1, 64, 16))),
+        },
+        roots=[5],
+    )
+
+
+def test_nodes_that_compute_constants_are_free_and_read_as_weights() -> None:
+    snap = merged_weights(True)
+    model = CostModel(snap, CPU)
+    assert model.constants == {1, 2, 3}
+    costs = costs_by_op(snap)
+    assert costs["Concat"] == 0.0 and costs["Relu"] > 0
+    assert costs["MatMul"] == costs_by_op(merged_weights(False))["MatMul"]
+
+
+def test_nondeterministic_and_unknown_ops_on_constants_are_not_free() -> None:
+    for op in ("RandomNormalLike", "MyCustomOp"):
+        snap = merged_weights(True, op)
+        assert CostModel(snap, CPU).constants == {1, 2}
+        assert costs_by_op(snap)[op] > 0

@@ -162,3 +162,28 @@ def test_nothing_to_fold_returns_the_same_graph(tmp_path: Path) -> None:
     g = loaded(m, tmp_path)
     out, stats = fold_constants(g)
     assert out is g and stats.total == 0 and not stats.skipped
+
+
+def test_concat_of_weights_folds_whatever_its_size_and_drops_the_parts(tmp_path: Path) -> None:
+    w1, w2 = rand((16, 16), seed=1), rand((16, 16), seed=2)
+    m = model(
+        [
+            h.make_node("Concat", ["w1", "w2"], ["w"], axis=1),
+            h.make_node("MatMul", ["x", "w"], ["y"]),
+            h.make_node("Expand", ["w1", "big_shape"], ["big"]),
+            h.make_node("Add", ["z", "big"], ["u"]),
+        ],
+        [vi("x", [4, 16]), vi("z", [64, 16, 16])],
+        [vi("y", [4, 32]), vi("u", [64, 16, 16])],
+        inits=[
+            numpy_helper.from_array(w1, "w1"),
+            numpy_helper.from_array(w2, "w2"),
+            const("big_shape", ints(64, 16, 16)),
+        ],
+    )
+    g = loaded(m, tmp_path)
+    folded, stats = fold_constants(g, max_elements=300)  # Concat 512 <= its inputs' 512
+    assert stats.folded == {"Concat": 1} and ops(folded) == ["MatMul", "Expand", "Add"]
+    assert "w2" not in folded.initializers  # read only by the folded Concat
+    assert "w1" in folded.initializers  # the Expand (grows 256 -> 16,384: kept) still reads it
+    assert_bit_identical(m, to_model(folded))
