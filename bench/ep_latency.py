@@ -4,7 +4,10 @@ For every model: `rewrite optimize --target T` writes the optimized model (its r
 it), then the input and the output run in two ORT sessions (ORT_ENABLE_ALL, I/O binding with
 inputs and outputs on the EP's device) back to back in each round, alternating which goes
 first; the ratio is the median of the per-round input/optimized ratios (> 1: faster), with
-its 95% CI by order statistics. Same inputs on both sides (`verify.inputs.make_inputs`).
+its 95% CI by order statistics. Same inputs on both sides (`verify.inputs.make_inputs`). The
+noise floor is the same measurement of the input against a second session of itself. The
+predictions are the report's estimated costs of the input and the output graph for the target
+(symbolic dims priced as 1, as the pipeline does).
 
     python bench/ep_latency.py --models /tmp/corpus_mat --target cuda [--rounds 50]
         [--only bert,gpt2] [--work DIR] [--md out.md]
@@ -80,6 +83,30 @@ def compare(src: Path, dst: Path, ep: str, threads: int, rounds: int) -> dict:
     }
 
 
+def run_model(src: Path, work: Path, a: argparse.Namespace) -> dict:
+    """Optimize `src` for `a.target`, then time input vs output and input vs itself (the noise
+    floor: two sessions of one file); the report's estimated costs give the predictions."""
+    dst = work / f"{src.stem}.opt.onnx"
+    report = work / f"{src.stem}.json"
+    t = time.perf_counter()
+    cmd = [sys.executable, "-m", "rewrite.cli", "optimize", str(src), str(dst), "-q"]
+    cmd += ["--target", a.target, "--report", str(report)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    opt_s = time.perf_counter() - t
+    if proc.returncode not in (0, 3) or not dst.exists():
+        return {"optimize_s": opt_s, "error": "failed: " + proc.stderr.strip()[-200:]}
+    rep = json.loads(report.read_text())
+    ep = EP_OF[a.target]
+    r = {"model": src.stem, "optimize_s": opt_s, "status": rep.get("status", "?")}
+    r.update(compare(src, dst, ep, a.threads, a.rounds))
+    control = compare(src, src, ep, a.threads, a.rounds)
+    r["control"], r["control_ci"] = control["speedup"], control["ci"]
+    before, after = rep.get("cost_before_us") or 0.0, rep.get("cost_after_us") or 0.0
+    r["predicted_input_ms"] = before / 1e3
+    r["predicted_speedup"] = before / after if after else float("nan")
+    return r
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=Path, default=Path("/tmp/corpus_mat"))
@@ -103,44 +130,24 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"target {a.target} ({EP_OF[a.target]}), {a.threads} thread(s), {a.rounds} rounds",
         "",
-        "| model | input ms | optimized ms | speedup (95% CI) | optimize s | status |",
-        "|---|---:|---:|---:|---:|---|",
+        "| model | input ms | optimized ms | speedup (95% CI) | noise floor (95% CI) "
+        "| predicted input ms | predicted speedup | optimize s | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for src in sorted(a.models.glob("*.onnx")):
         if keep and src.stem not in keep:
             continue
-        dst = work / f"{src.stem}.opt.onnx"
-        t = time.perf_counter()
-        cmd = [
-            sys.executable,
-            "-m",
-            "rewrite.cli",
-            "optimize",
-            str(src),
-            str(dst),
-            "-q",
-            "--target",
-            a.target,
-            "--report",
-            str(work / f"{src.stem}.json"),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        opt_s = time.perf_counter() - t
-        status = json.loads((work / f"{src.stem}.json").read_text()).get("status", "?")
-        if proc.returncode not in (0, 3) or not dst.exists():
-            lines.append(f"| {src.stem} | | | | {opt_s:.1f} | failed: {proc.stderr[-200:]} |")
+        r = run_model(src, work, a)
+        if "error" in r:
+            lines.append(f"| {src.stem} | | | | | | | {r['optimize_s']:.1f} | {r['error']} |")
             continue
-        r = {
-            "model": src.stem,
-            "optimize_s": opt_s,
-            "status": status,
-            **compare(src, dst, EP_OF[a.target], a.threads, a.rounds),
-        }
         rows.append(r)
-        lo, hi = r["ci"]
+        (lo, hi), (clo, chi) = r["ci"], r["control_ci"]
         lines.append(
             f"| {src.stem} | {r['input_ms']:.3f} | {r['optimized_ms']:.3f} | "
-            f"{r['speedup']:.3f} ({lo:.3f}-{hi:.3f}) | {opt_s:.1f} | {status} |"
+            f"{r['speedup']:.3f} ({lo:.3f}-{hi:.3f}) | {r['control']:.3f} ({clo:.3f}-{chi:.3f}) "
+            f"| {r['predicted_input_ms']:.3f} | {r['predicted_speedup']:.3f} "
+            f"| {r['optimize_s']:.1f} | {r['status']} |"
         )
         print(lines[-1], flush=True)
     text = "\n".join(lines)
