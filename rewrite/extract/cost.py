@@ -51,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from rewrite.errors import ExtractionError
+from rewrite.extract.constants import computes_constant, constant_classes
 from rewrite.extract.contrib import MS, contrib_work
 from rewrite.extract.snapshot import LEAVES, Choice, ENode, Snapshot
 from rewrite.extract.target import (
@@ -66,7 +67,7 @@ from rewrite.extract.target import (
     target_from_table,
 )
 from rewrite.ops.base import OpCall, OpSpec, TensorType, itemsize
-from rewrite.ops.registry import foldable_op, lookup
+from rewrite.ops.registry import lookup
 
 __all__ = [
     "BUILTIN_CPU",
@@ -321,36 +322,6 @@ def _spec_work(
 
 def _is_absent(nodes: list[ENode]) -> bool:
     return any(n.op == "Absent" for n in nodes)
-
-
-def computes_constant(node: ENode, constants: set[int] | frozenset[int]) -> bool:
-    """Whether `node` is a foldable op applied to constant classes only (module doc)."""
-    return (
-        bool(node.children)
-        and node.op not in FREE_OPS
-        and all(k in constants for k in node.children)
-        and foldable_op(node.op, node.domain)
-    )
-
-
-def constant_classes(snapshot: Snapshot) -> frozenset[int]:
-    """Classes holding an `Init`, or an e-node that `computes_constant` from such classes (the
-    least fixpoint; `Out` projections of a constant multi-output node are constant too)."""
-    const = {cid for cid, cls in snapshot.classes.items() if any(n.op == "Init" for n in cls.nodes)}
-    users: dict[int, list[tuple[int, ENode]]] = {}
-    for cid, node in snapshot.enodes():
-        for kid in node.children:
-            users.setdefault(kid, []).append((cid, node))
-    todo = list(const)
-    while todo:
-        for cid, node in users.get(todo.pop(), []):
-            if cid in const:
-                continue
-            projected = node.op == "Out" and all(k in const for k in node.children)
-            if projected or computes_constant(node, const):
-                const.add(cid)
-                todo.append(cid)
-    return frozenset(const)
 
 
 def enode_cost(

@@ -25,7 +25,6 @@ run (`saturated` when no rule can change anything).
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from egglog import bindings
 from rewrite.egraph.encode import Encoded
 from rewrite.errors import RuleError
 from rewrite.limits import Limits, default_max_memory_mb, rss_mb
+from rewrite.rules.growth import growth_per_label
 from rewrite.rules.rule import RuleSet
 
 RULES = "rules"
@@ -169,7 +169,9 @@ def saturate(
     if not names:
         stats.stop_reason = "no rules"
         return stats
-    driver = _Driver(eg, limits, stats, _growth_per_label(rulesets), stop_at, seconds_per_node)
+    driver = _Driver(
+        eg, limits, stats, growth_per_label(rulesets, RULES), stop_at, seconds_per_node
+    )
     try:
         stats.stop_reason = driver.run()
     finally:
@@ -353,67 +355,3 @@ class _Driver:
         times, sizes = self.stats.iteration_seconds, self.stats.sizes
         recent = range(max(0, len(times) - 5), len(times))
         return max((times[i] * sizes[-1] / max(1, sizes[i]) for i in recent), default=0.0)
-
-
-_HEAD = re.compile(r"\((?=[A-Z])")
-_NAME = re.compile(r':name\s+"([^"]+)"')
-
-
-def _growth_per_label(rulesets: Sequence[RuleSet]) -> dict[str, int]:
-    """egglog rule label -> most e-nodes one match can add (constructor calls on its right)."""
-    out: dict[str, int] = {}
-    for rs in rulesets:
-        for rule in rs:
-            for form in rule.compile(RULES):
-                m = _NAME.search(form)
-                label = m.group(1) if m else rule.name
-                out[label] = max(1, len(_HEAD.findall(_right_side(form))))
-    return out
-
-
-def _right_side(form: str) -> str:
-    """The part of an egglog rule form that builds terms: a `rule`'s actions, or a
-    `rewrite`'s right side (both sides of a `birewrite`). The whole form if unsure."""
-    parts = _top_level(form)
-    if len(parts) >= 3 and parts[0] in ("rule", "rewrite"):
-        return parts[2]
-    if len(parts) >= 3 and parts[0] == "birewrite":
-        return parts[1] + parts[2]
-    return form
-
-
-def _top_level(form: str) -> list[str]:
-    """The top-level elements of one s-expression `(a (b c) d)` -> ['a', '(b c)', 'd']."""
-    body = form.strip()
-    if not body.startswith("("):
-        return []
-    out: list[str] = []
-    depth, start, in_str = 0, -1, False
-    for i, ch in enumerate(body):
-        if in_str:
-            in_str = ch != '"' or body[i - 1] == "\\"
-            continue
-        if ch == '"':
-            in_str = True
-            if depth == 1 and start < 0:
-                start = i
-        elif ch == "(":
-            depth += 1
-            if depth == 2:
-                start = i
-        elif ch == ")":
-            depth -= 1
-            if depth == 1 and start >= 0:
-                out.append(body[start : i + 1])
-                start = -1
-            elif depth == 0:
-                if start >= 0:
-                    out.append(body[start:i])
-                break
-        elif ch.isspace() and depth == 1:
-            if start >= 0 and body[start] != "(":
-                out.append(body[start:i])
-                start = -1
-        elif depth == 1 and start < 0:
-            start = i
-    return out
