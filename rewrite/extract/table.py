@@ -27,6 +27,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from rewrite.paths import user_cache_dir
+
 SCHEMA = 1
 """Version of the JSON layout; a file with another schema is not used."""
 
@@ -98,8 +100,7 @@ def machine_key(target: str = "cpu", threads: int = 1) -> TableKey:
 
 def cache_dir() -> Path:
     """`$XDG_CACHE_HOME/rewrite`, else `~/.cache/rewrite` (not created here)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "rewrite"
+    return user_cache_dir()
 
 
 def cache_path(key: TableKey) -> Path:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rewrite.ops.registry import lookup
+from rewrite.paths import user_cache_dir
 from rewrite.rules.language import And, App, AttrVar, BinOp, Call, Cmp, Lit, Term, Var, subterms
 from rewrite.rules.rule import Rule
 
@@ -38,8 +39,7 @@ def cache_dir() -> Path:
     env = os.environ.get("REWRITE_CACHE_DIR")
     if env:
         return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "rewrite" / "proofs"
+    return user_cache_dir() / "proofs"
 
 
 def canonical(x: Any) -> Any:
