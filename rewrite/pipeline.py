@@ -184,6 +184,7 @@ def _merge(report: Report, result: JobResult) -> None:
         "extraction",
         "cost_before_us",
         "cost_after_us",
+        "cost_by_op",
         "nodes_before",
         "nodes_after",
         "folded",

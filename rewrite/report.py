@@ -32,6 +32,8 @@ class Report:
     extraction: dict[str, Any] = field(default_factory=dict)
     cost_before_us: float = 0.0
     cost_after_us: float = 0.0
+    cost_by_op: dict[str, list[float]] = field(default_factory=dict)
+    """op -> [estimated µs in the input graph, in the output graph]: where the saving is."""
     nodes_before: dict[str, int] = field(default_factory=dict)
     nodes_after: dict[str, int] = field(default_factory=dict)
     folded: dict[str, int] = field(default_factory=dict)
@@ -95,6 +97,14 @@ class Report:
             lines.append(
                 f"  est. cost  {self.cost_before_us:,.0f} us -> {self.cost_after_us:,.0f} us "
                 f"({ratio:.3f}x)"
+            )
+        moves = sorted(
+            ((a - b, op) for op, (b, a) in self.cost_by_op.items() if abs(a - b) >= 0.5),
+            key=lambda t: t[0],
+        )
+        if moves:
+            lines.append(
+                "  by cost    " + ", ".join(f"{op} {delta:+,.0f} us" for delta, op in moves[:8])
             )
         rules = self.rules_applied
         if rules:

@@ -66,6 +66,10 @@ def check_report(path: Path) -> dict[str, object]:
     assert isinstance(report["saturation"]["rule_matches"], dict)
     assert report["verification"]["ok"] is True
     assert report["cost_after_us"] <= report["cost_before_us"]
+    by_op = report["cost_by_op"]  # where the estimated saving is, per op; sums to the totals
+    assert isinstance(by_op, dict) and by_op
+    for i, total in enumerate((report["cost_before_us"], report["cost_after_us"])):
+        assert sum(v[i] for v in by_op.values()) == pytest.approx(total, rel=1e-3, abs=1e-2)
     return report
 
 

@@ -370,3 +370,18 @@ def graph_cost(
         costs.get((cid, choice.picks[cid]), float("inf"))
         for cid in reachable(choice, snapshot.roots)
     )
+
+
+def cost_by_op(
+    snapshot: Snapshot, choice: Choice, costs: Mapping[tuple[int, ENode], float]
+) -> dict[str, float]:
+    """`graph_cost` split by op: op label (`domain.Op` outside ai.onnx) -> µs of the picked
+    e-nodes of that op. Free labels (leaves, projections) are left out."""
+    out: dict[str, float] = {}
+    for cid in reachable(choice, snapshot.roots):
+        node = choice.picks[cid]
+        if node.op in FREE_OPS:
+            continue
+        label = f"{node.domain}.{node.op}" if node.domain not in ("", "ai.onnx") else node.op
+        out[label] = out.get(label, 0.0) + costs.get((cid, node), float("inf"))
+    return out
