@@ -27,7 +27,7 @@ from rewrite.egraph.encode import encode
 from rewrite.egraph.snapshot import take_snapshot
 from rewrite.errors import ModelError, RewriteError
 from rewrite.extract.check import check_choice
-from rewrite.extract.cost import CPU, CUDA, graph_cost, node_costs
+from rewrite.extract.cost import CPU, CUDA, cost_by_op, graph_cost, node_costs
 from rewrite.extract.greedy import greedy
 from rewrite.extract.snapshot import Choice, ENode, Snapshot
 from rewrite.isolate import in_worker
@@ -125,6 +125,7 @@ def optimize_job(
             report.status = STATUS_FALLBACK
             report.nodes_after = graph.op_counts()
             report.cost_after_us = report.cost_before_us
+            report.cost_by_op = {op: [b, b] for op, (b, _) in report.cost_by_op.items()}
     except RewriteError as e:
         return JobResult(report, e, peak_rss_mb())
     return JobResult(report, None, peak_rss_mb())
@@ -264,7 +265,9 @@ def _optimize_graph(
         t = time.perf_counter()
         before = take_snapshot(enc)
         costs0 = node_costs(before, target)
-        report.cost_before_us = graph_cost(before, greedy(before, costs0), costs0)
+        choice0 = greedy(before, costs0)
+        report.cost_before_us = graph_cost(before, choice0, costs0)
+        by_op0 = cost_by_op(before, choice0, costs0)
         per_node = POST_SECONDS_PER_NODE  # small e-graphs: fixed costs would inflate a rate
         if before.n_nodes >= 2000:
             per_node = max(per_node, 1.5 * (time.perf_counter() - t) / before.n_nodes)
@@ -294,6 +297,11 @@ def _optimize_graph(
         left = None if deadline is None else deadline - time.monotonic()
         choice = _extract(snap, costs, opts, left, report)
         report.cost_after_us = graph_cost(snap, choice, costs)
+        by_op = cost_by_op(snap, choice, costs)
+        report.cost_by_op = {
+            op: [round(by_op0.get(op, 0.0), 3), round(by_op.get(op, 0.0), 3)]
+            for op in sorted(set(by_op0) | set(by_op))
+        }
     with clock.stage("decode"):
         out = decode(enc, snap, choice)
     if opts.fold and rulesets:
