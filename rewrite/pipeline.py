@@ -190,6 +190,7 @@ def _merge(report: Report, result: JobResult) -> None:
         "folded",
         "verification",
         "rules_refused",
+        "rules_verified",
     ):
         value = getattr(part, name)
         if name != "saturation" or value or not report.saturation:

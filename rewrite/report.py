@@ -39,6 +39,8 @@ class Report:
     folded: dict[str, int] = field(default_factory=dict)
     verification: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    rules_verified: list[dict[str, Any]] = field(default_factory=list)
+    """Rules used, each with how it was verified (status, bound, cases, cached, sampled error)."""
     rules_refused: list[dict[str, Any]] = field(default_factory=list)
     """Rules verification refused (with counterexamples); they were not used."""
     notes: list[str] = field(default_factory=list)
@@ -109,6 +111,16 @@ class Report:
         rules = self.rules_applied
         if rules:
             lines.append("  rules      " + ", ".join(f"{k} x{v}" for k, v in sorted(rules.items())))
+        if self.rules_verified:
+            status: dict[str, int] = {}
+            for r in self.rules_verified:
+                status[r["status"]] = status.get(r["status"], 0) + 1
+            cached = sum(1 for r in self.rules_verified if r.get("cached"))
+            lines.append(
+                "  proofs     "
+                + ", ".join(f"{n} {k}" for k, n in sorted(status.items()))
+                + f" (Z3, {self.rules_verified[0].get('bound', '')}; {cached} from the cache)"
+            )
         if self.folded:
             lines.append(f"  folded     {sum(self.folded.values())} constant nodes")
         sat = self.saturation

@@ -140,7 +140,12 @@ def _gate_rules(opts: Options, report: Report, clock: _Clock) -> Options:
 
     with clock.stage("prove"):
         rulesets = default_rulesets() if opts.rulesets is None else list(opts.rulesets)
-        accepted, refused = gate(rulesets, allow_approximate=opts.allow_approximate)
+        ok: list = []
+        accepted, refused = gate(
+            rulesets, allow_approximate=opts.allow_approximate, accepted_results=ok
+        )
+    keys = ("rule", "source", "status", "bound", "cases", "cached", "numeric", "max_error")
+    report.rules_verified = [{k: r.to_json()[k] for k in keys} for r in ok]
     report.rules_refused = [r.to_json() for r in refused]
     report.warnings += [r.refusal() for r in refused]
     return replace(opts, rulesets=accepted)

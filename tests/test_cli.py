@@ -66,6 +66,9 @@ def check_report(path: Path) -> dict[str, object]:
     assert isinstance(report["saturation"]["rule_matches"], dict)
     assert report["verification"]["ok"] is True
     assert report["cost_after_us"] <= report["cost_before_us"]
+    verified = report["rules_verified"]  # every rule used, with how it was proved
+    assert isinstance(verified, list) and verified
+    assert {r["status"] for r in verified} == {"proved"} and all(r["bound"] for r in verified)
     by_op = report["cost_by_op"]  # where the estimated saving is, per op; sums to the totals
     assert isinstance(by_op, dict) and by_op
     for i, total in enumerate((report["cost_before_us"], report["cost_after_us"])):

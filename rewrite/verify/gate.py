@@ -176,8 +176,10 @@ def gate(
     bound: Bound = DEFAULT_BOUND,
     cache: bool = True,
     tolerance: float | None = None,
+    accepted_results: list[RuleResult] | None = None,
 ) -> tuple[list[RuleSet], list[RuleResult]]:
-    """(accepted rule sets, results of the refused rules); see the module docstring."""
+    """(accepted rule sets, results of the refused rules); see the module docstring. The
+    results of the accepted rules are appended to `accepted_results` when it is given."""
     accepted: list[RuleSet] = []
     refused: list[RuleResult] = []
     for rs in rulesets:
@@ -187,6 +189,8 @@ def gate(
         for rule, res in zip(wanted, results, strict=True):
             if res.accepted:
                 keep.append(rule)
+                if accepted_results is not None:
+                    accepted_results.append(res)
             else:
                 refused.append(res)
         accepted.append(RuleSet(rs.name, keep, rs.doc))
