@@ -19,6 +19,14 @@ from rewrite.report import STATUS_OPTIMIZED
 EXIT_FALLBACK = 3
 
 
+def _dim(text: str) -> tuple[str, int]:
+    """`NAME=N` (N >= 1) -> (NAME, N); argparse reports a ValueError as a usage error."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip().isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected NAME=N with N >= 1, got {text!r}")
+    return name.strip(), int(value)
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
     if not args.no_isolate:
         from rewrite.isolate import warm_up
@@ -46,6 +54,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             match_limit=args.match_limit,
         ),
         target=args.target,
+        dims=dict(args.dim or ()),
         verify=not args.no_verify,
         seed=args.seed,
         trials=args.trials,
@@ -215,6 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["cpu", "cuda"],
         default="cpu",
         help="cost model target (default %(default)s)",
+    )
+    o.add_argument(
+        "--dim",
+        action="append",
+        type=_dim,
+        metavar="NAME=N",
+        help="size of a symbolic input dim, for pricing and the check inputs (repeatable; "
+        "e.g. --dim batch=8 --dim sequence=128; unnamed dims count as 1)",
     )
     o.add_argument(
         "--no-verify", action="store_true", help="skip the differential check (not recommended)"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,10 @@ class Options:
     limits: Limits = field(default_factory=lambda: Limits(seconds=None))
     """Saturation limits; `seconds=None` lets saturation use what `time_limit` leaves."""
     target: str = "cpu"
+    dims: Mapping[str, int] = field(default_factory=dict)
+    """Sizes of symbolic dims (e.g. {"batch": 8, "sequence": 128}): the cost model prices at
+    them and the random check inputs use them; a symbolic dim not named here counts as 1 in
+    the cost model (`extract.cost`: why)."""
     verify: bool = True
     seed: int = 0
     trials: int = 2

@@ -33,6 +33,7 @@ from rewrite.extract.snapshot import Choice, ENode, Snapshot
 from rewrite.isolate import in_worker
 from rewrite.limits import Deadline, peak_rss_mb
 from rewrite.onnx_io import load, save
+from rewrite.onnx_io.concrete import observed_types
 from rewrite.onnx_io.graph import Graph
 from rewrite.pipeline import JobResult, Options, _first_line, _stat, default_rulesets
 from rewrite.publish import clear
@@ -269,7 +270,10 @@ def _optimize_graph(
     with clock.stage("cost"):
         t = time.perf_counter()
         before = take_snapshot(enc)
-        costs0 = node_costs(before, target)
+        concrete, note = observed_types(graph.path, opts.dims) if graph.path else ({}, "")
+        if note:
+            report.warnings.append(note)
+        costs0 = node_costs(before.retyped(concrete), target, opts.dims, before)
         choice0 = greedy(before, costs0)
         report.cost_before_us = graph_cost(before, choice0, costs0)
         by_op0 = cost_by_op(before, choice0, costs0)
@@ -298,7 +302,7 @@ def _optimize_graph(
         "opaque_nodes": enc.opaque_nodes,
     }
     with clock.stage("extract"):
-        costs = node_costs(snap, target)
+        costs = node_costs(snap.retyped(concrete), target, opts.dims, snap)
         left = None if deadline is None else deadline - time.monotonic()
         choice = _extract(snap, costs, opts, left, report)
         report.cost_after_us = graph_cost(snap, choice, costs)
@@ -376,5 +380,6 @@ def _differential(src: Path, staged: Path, opts: Options) -> DiffResult:
         feeds=feeds or None,
         seed=opts.seed,
         trials=opts.trials,
+        dims=dict(opts.dims) or None,
         calibrate=True,
     )

@@ -143,8 +143,16 @@ class CostModel:
     as ORT will fuse them.
     """
 
-    def __init__(self, snapshot: Snapshot, target: Target = CPU, dims: Dims | None = None) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        target: Target = CPU,
+        dims: Dims | None = None,
+        symbolic: Snapshot | None = None,
+    ) -> None:
         self.snapshot = snapshot
+        self.symbolic = symbolic or snapshot
+        """The types ORT sees (symbolic dims by name), for deciding what ORT will fuse."""
         self.target = target
         self.dims: Dims = dict(dims or {})
         self.fallbacks: list[str] = []
@@ -160,6 +168,14 @@ class CostModel:
         self._outs = outs
         self._users = users
         self._roots = set(snapshot.roots)
+        self._declared_dims = {
+            d
+            for cls in self.symbolic
+            if cls.type.shape and any(n.op == "Input" for n in cls.nodes)
+            for d in cls.type.shape
+            if isinstance(d, str)
+        }
+        """Dim names the graph's inputs declare (`batch`, `sequence`): ORT sees them too."""
         self.constants = constant_classes(snapshot)
         """Classes whose value is known before the model runs (module doc)."""
 
@@ -228,17 +244,25 @@ class CostModel:
         """µs of an Add that ORT will fuse with its LayerNormalization consumer, or None.
 
         ORT (CPU, ORT_ENABLE_ALL) rewrites `LayerNormalization(Add(x, s))` into
-        `com.microsoft.SkipLayerNormalization` when x and s are 3-D of one shape, the Add is
-        not a graph output and LayerNormalization (last axis) is its only consumer (checked
-        on ORT 1.32: a second consumer, 2-D inputs or a broadcast bias all prevent it). In an
+        `com.microsoft.SkipLayerNormalization` when x and s are 3-D of one shape as ORT sees it
+        (equal dims, or equal dim names that graph inputs declare: ORT's own inference does not
+        name dims as ours does, and bert_dynamic's residual Adds, whose dims our inference
+        names `unk__2`, are not fused), the Add is not a graph output and
+        LayerNormalization (last axis) is its only consumer (checked on ORT 1.32: a second
+        consumer, 2-D inputs or a broadcast bias all prevent it). In an
         e-graph "only consumer" means: every e-node that uses the Add's class is in a class
         that holds such a LayerNormalization. The Add is priced as what fusing it adds:
         SkipLayerNormalization minus LayerNormalization (at least the overhead).
         """
         if len(node.children) != 2 or cid in self._roots:
             return None
+        sa, sb = (self.symbolic.classes[k].type.shape for k in node.children)
+        if sa is None or sa != sb or len(sa) != 3:  # ORT must see equal shapes
+            return None
+        if any(not isinstance(d, int) and d not in self._declared_dims for d in sa):
+            return None  # a dim named by shape inference: ORT's own inference differs
         ta, tb = (assume_type(self.snapshot.classes[k].type, self.dims) for k in node.children)
-        if ta is None or tb is None or ta.shape != tb.shape or len(ta.shape or ()) != 3:
+        if ta is None or tb is None:
             return None
         users = self._users.get(cid, [])
         lns = [(u, n) for u, n, i in users if n.op == "LayerNormalization" and i == 0]
@@ -331,9 +355,16 @@ def enode_cost(
     return CostModel(snapshot, target, dims).cost(cid, enode)
 
 
-def node_costs(snapshot: Snapshot, target: Target = CPU, dims: Dims | None = None) -> NodeCosts:
-    """The cost (µs) of every e-node of `snapshot` on `target`, keyed by (class id, e-node)."""
-    model = CostModel(snapshot, target, dims)
+def node_costs(
+    snapshot: Snapshot,
+    target: Target = CPU,
+    dims: Dims | None = None,
+    symbolic: Snapshot | None = None,
+) -> NodeCosts:
+    """The cost (µs) of every e-node of `snapshot` on `target`, keyed by (class id, e-node).
+    `symbolic`: the snapshot with the types ORT sees, when `snapshot` was `retyped` to
+    concrete sizes (`CostModel`)."""
+    model = CostModel(snapshot, target, dims, symbolic)
     return {(cid, node): model.cost(cid, node) for cid, node in snapshot.enodes()}
 
 

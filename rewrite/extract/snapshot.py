@@ -11,8 +11,8 @@ A `Choice` picks one e-node for every class needed to compute the roots.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -90,6 +90,22 @@ class Snapshot:
 
     def type_of(self, cid: int) -> TensorType:
         return self.classes[cid].type
+
+    def retyped(self, types: Mapping[str, TensorType]) -> Snapshot:
+        """A copy whose non-static classes take the static type one of their value names has
+        in `types` (same dtype and rank; e.g. `onnx_io.concrete_types` at the user's input
+        sizes). Class ids, e-nodes and roots are shared, so costs computed on the copy apply
+        to this snapshot."""
+        classes = dict(self.classes)
+        for cid, cls in self.classes.items():
+            if cls.type.is_static or cls.type.shape is None:
+                continue
+            for name in cls.names:
+                t = types.get(name)
+                if t is not None and t.dtype == cls.type.dtype and t.rank == cls.type.rank:
+                    classes[cid] = replace(cls, type=t)
+                    break
+        return replace(self, classes=classes)
 
     def call(self, node: ENode, out_class: int | None = None) -> OpCall | None:
         """The `OpCall` an op e-node stands for (None for leaves, `Out` and unknown ops)."""

@@ -372,3 +372,39 @@ def test_nondeterministic_and_unknown_ops_on_constants_are_not_free() -> None:
         snap = merged_weights(True, op)
         assert CostModel(snap, CPU).constants == {1, 2}
         assert costs_by_op(snap)[op] > 0
+
+
+def test_skip_layer_norm_fusion_needs_shapes_ort_can_see_are_equal() -> None:
+    """Declared input dims (`batch`) are names ORT sees too; a dim our shape inference named
+    (`unk__2`) is not, so no fusion is predicted there (bert_dynamic: ORT fuses none). Priced
+    at concrete sizes (`Snapshot.retyped`), the fusion decision still follows the symbolic
+    types."""
+    cal = load_target("cpu")
+
+    def fused(snap: Snapshot, symbolic: Snapshot | None = None) -> list[str]:
+        model = CostModel(snap, cal, symbolic=symbolic)
+        for cid, node in snap.enodes():
+            model.cost(cid, node)
+        return model.fused
+
+    assert fused(residual("Add", ("batch", "seq", 768)))
+    unk = ("unk__2", "unk__3", 768)
+    inferred = residual("Add", unk)
+    for cid in (0, 1):  # computed values whose dims shape inference named; inputs declare others
+        inferred.classes[cid] = EClass(cid, [ENode("Relu", (cid + 6,))], TensorType(F, unk))
+        inferred.classes[cid + 6] = leaf(cid + 6, f"in{cid}", ("batch", "seq", 768))
+    for cid, name in ((0, "p"), (1, "q"), (2, "a")):
+        inferred.classes[cid].names.append(name)
+    assert not fused(inferred)
+    concrete = inferred.retyped({n: TensorType(F, (1, 128, 768)) for n in "pqa"})
+    assert concrete.classes[2].type.shape == (1, 128, 768)
+    assert fused(concrete) and not fused(concrete, symbolic=inferred)
+
+
+def test_retyped_prices_named_values_at_their_concrete_sizes() -> None:
+    snap = bert_ffn(("b", "s", 768), ("b", "s", 3072))
+    snap.classes[2].names.append("mm")
+    sized = snap.retyped({"mm": TensorType(F, (1, 128, 3072)), "x": TensorType(7, (1, 128, 768))})
+    assert sized.classes[2].type.shape == (1, 128, 3072)
+    assert sized.classes[0].type == snap.classes[0].type  # no name given; wrong dtype ignored
+    assert costs_by_op(sized)["MatMul"] > 5 * costs_by_op(snap)["MatMul"]
