@@ -50,10 +50,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from rewrite.errors import ExtractionError
 from rewrite.extract.constants import computes_constant, constant_classes
 from rewrite.extract.contrib import MS, contrib_work
-from rewrite.extract.snapshot import LEAVES, Choice, ENode, Snapshot
+from rewrite.extract.dag import cost_by_op, graph_cost, reachable
+from rewrite.extract.snapshot import LEAVES, ENode, Snapshot
 from rewrite.extract.target import (
     BUILTIN_CPU,
     BUILTIN_CUDA,
@@ -82,10 +82,12 @@ __all__ = [
     "Target",
     "call_work",
     "coeff_key",
+    "cost_by_op",
     "enode_cost",
     "graph_cost",
     "load_target",
     "node_costs",
+    "reachable",
     "target_from_table",
 ]
 
@@ -366,53 +368,3 @@ def node_costs(
     concrete sizes (`CostModel`)."""
     model = CostModel(snapshot, target, dims, symbolic)
     return {(cid, node): model.cost(cid, node) for cid, node in snapshot.enodes()}
-
-
-def reachable(choice: Choice, roots: list[int] | None = None) -> list[int]:
-    """Classes needed by `choice` from `roots` (default: its own), each once, roots first.
-
-    Raises ExtractionError if a needed class has no pick (cycles are not detected here:
-    `check_choice` does that).
-    """
-    order: list[int] = []
-    seen: set[int] = set()
-    stack = list(reversed(choice.roots if roots is None else roots))
-    while stack:
-        cid = stack.pop()
-        if cid in seen:
-            continue
-        seen.add(cid)
-        node = choice.picks.get(cid)
-        if node is None:
-            raise ExtractionError(f"class {cid} is needed by the choice but has no pick")
-        order.append(cid)
-        stack.extend(reversed(node.children))
-    return order
-
-
-def graph_cost(
-    snapshot: Snapshot, choice: Choice, costs: Mapping[tuple[int, ENode], float]
-) -> float:
-    """DAG cost of `choice`: every picked e-node reachable from the snapshot's roots, paid once.
-
-    An e-node missing from `costs` costs `inf`.
-    """
-    return sum(
-        costs.get((cid, choice.picks[cid]), float("inf"))
-        for cid in reachable(choice, snapshot.roots)
-    )
-
-
-def cost_by_op(
-    snapshot: Snapshot, choice: Choice, costs: Mapping[tuple[int, ENode], float]
-) -> dict[str, float]:
-    """`graph_cost` split by op: op label (`domain.Op` outside ai.onnx) -> µs of the picked
-    e-nodes of that op. Free labels (leaves, projections) are left out."""
-    out: dict[str, float] = {}
-    for cid in reachable(choice, snapshot.roots):
-        node = choice.picks[cid]
-        if node.op in FREE_OPS:
-            continue
-        label = f"{node.domain}.{node.op}" if node.domain not in ("", "ai.onnx") else node.op
-        out[label] = out.get(label, 0.0) + costs.get((cid, node), float("inf"))
-    return out
