@@ -33,7 +33,7 @@ from rewrite.extract.snapshot import Choice, ENode, Snapshot
 from rewrite.isolate import in_worker
 from rewrite.limits import Deadline, peak_rss_mb
 from rewrite.onnx_io import load, save
-from rewrite.onnx_io.concrete import observed_types
+from rewrite.onnx_io.concrete import sizing_types
 from rewrite.onnx_io.graph import Graph
 from rewrite.pipeline import JobResult, Options, _first_line, _stat, default_rulesets
 from rewrite.publish import clear
@@ -270,7 +270,7 @@ def _optimize_graph(
     with clock.stage("cost"):
         t = time.perf_counter()
         before = take_snapshot(enc)
-        concrete, note = observed_types(graph.path, opts.dims) if graph.path else ({}, "")
+        concrete, note = sizing_types(graph, opts.dims)
         if note:
             report.warnings.append(note)
         costs0 = node_costs(before.retyped(concrete), target, opts.dims, before)

@@ -5,10 +5,14 @@ main-graph value an output) on seeded inputs whose symbolic dims take the sizes 
 (`verify.inputs.make_inputs`), and returns each value's dtype and shape as the run shows them.
 ONNX shape inference cannot do this: it loses sizes in the `Shape -> Gather -> Range/Slice`
 chains exporters write for dynamic axes (on bert_dynamic it resolves 8 of 506 symbolic
-values; this run resolves all of them). The run holds every intermediate value at once and a
-second copy of the weights, so it is done only when the user asks (`optimize --dim`); models
-over protobuf's 2 GB limit are skipped. Never raises: where the run fails, the result is empty
-and the returned note says why.
+values; this run resolves all of them), and in the `Pad` sizes vision exporters compute
+(mobilenetv2, efficientnet: static inputs, symbolic values inside).
+
+`sizing_types(graph, dims)` decides when the run is worth it: some value's type is not static,
+and the inputs' sizes are known (all static, or `optimize --dim` names sizes). The run holds
+every intermediate value at once and a second copy of the weights; models over protobuf's
+2 GB limit are skipped. Never raises: where the run fails, the result is empty and the
+returned note says why.
 """
 
 from __future__ import annotations
@@ -19,14 +23,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from rewrite.onnx_io.graph import Graph
 from rewrite.onnx_io.shapes import PROTO_LIMIT, first_line
 from rewrite.ops.base import TensorType
 
 
 def observed_types(path: str | Path, dims: Mapping[str, int]) -> tuple[dict[str, TensorType], str]:
     """(value name -> static type seen in one ORT run at `dims`, note); see the module doc."""
-    if not dims:
-        return {}, ""
     import onnxruntime as ort
 
     from rewrite.verify.inputs import make_inputs
@@ -58,3 +61,14 @@ def observed_types(path: str | Path, dims: Mapping[str, int]) -> tuple[dict[str,
                 continue
             out[name] = TensorType(int(dtype), tuple(int(d) for d in value.shape))
     return out, ""
+
+
+def sizing_types(graph: Graph, dims: Mapping[str, int]) -> tuple[dict[str, TensorType], str]:
+    """`observed_types` of the graph's file when some value is not static and the input sizes
+    are known (all static, or `dims` given); else nothing to do: ({}, "")."""
+    if graph.path is None or all(t.is_static for t in graph.types.values()):
+        return {}, ""
+    inputs = [graph.types.get(i) for i in graph.inputs if i not in graph.initializers]
+    if not dims and not all(t is not None and t.is_static for t in inputs):
+        return {}, ""
+    return observed_types(graph.path, dims)

@@ -12,7 +12,7 @@ from onnx import helper as h
 
 from rewrite.cli import main
 from rewrite.onnx_io import load
-from rewrite.onnx_io.concrete import observed_types
+from rewrite.onnx_io.concrete import observed_types, sizing_types
 from tests.egraph.models import const, ints, model, rand, vi, write
 
 
@@ -50,7 +50,6 @@ def test_observed_types_are_the_sizes_one_run_shows(tmp_path: Path) -> None:
     types, note = observed_types(path, {"batch": 3, "seq": 5})
     assert note == ""
     assert types["mm"].shape == (15, 8) and types["y"].shape == (3, 5, 8)
-    assert observed_types(path, {}) == ({}, "")
 
 
 def test_observed_types_never_raise(tmp_path: Path) -> None:
@@ -77,3 +76,40 @@ def test_dim_prices_at_the_given_sizes(tmp_path: Path) -> None:
         costs.append(report["cost_by_op"]["MatMul"][0])
         assert report["verification"]["ok"] is True
     assert costs[1] > 20 * costs[0]  # 64 x 128 rows instead of 1
+
+
+def positions() -> onnx.ModelProto:
+    """Static input, symbolic value inside: `Range(0, seq)` rows of a table (shape inference
+    cannot size a Range)."""
+    return model(
+        [
+            h.make_node("Shape", ["x"], ["s"]),
+            h.make_node("Gather", ["s", "one"], ["q"], axis=0),
+            h.make_node("Range", ["zero", "q", "one"], ["ids"]),
+            h.make_node("Gather", ["table", "ids"], ["pos"], axis=0),
+            h.make_node("Add", ["x", "pos"], ["y"]),
+        ],
+        [vi("x", [2, 4, 8])],
+        [vi("y", [2, 4, 8])],
+        inits=[
+            const("zero", np.array(0, np.int64)),
+            const("one", np.array(1, np.int64)),
+            const("table", rand((16, 8), 5)),
+        ],
+    )
+
+
+def test_sizing_runs_only_where_sizes_are_missing_and_knowable(tmp_path: Path) -> None:
+    graph = load(write(dynamic_block(), tmp_path))
+    assert sizing_types(graph, {}) == ({}, "")  # symbolic inputs, no sizes given: no run
+    types, _ = sizing_types(graph, {"batch": 2, "seq": 4})
+    assert types["mm"].shape == (8, 8)
+    inside = load(write(positions(), tmp_path, "positions.onnx"))
+    assert not inside.types["pos"].is_static
+    assert sizing_types(inside, {})[0]["pos"].shape == (4, 8)  # static inputs: no --dim needed
+    static = dynamic_block()
+    for d, size in zip(static.graph.input[0].type.tensor_type.shape.dim, (2, 4, 8), strict=True):
+        d.dim_value = size
+    resolved = load(write(static, tmp_path, "static.onnx"))  # inference sizes every value
+    assert all(t.is_static for t in resolved.types.values())
+    assert sizing_types(resolved, {}) == ({}, "")
