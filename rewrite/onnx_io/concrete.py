@@ -17,6 +17,7 @@ returned note says why.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,6 +27,9 @@ import onnx
 from rewrite.onnx_io.graph import Graph
 from rewrite.onnx_io.shapes import PROTO_LIMIT, first_line
 from rewrite.ops.base import TensorType
+
+AUTO_SIZING_ELEMENTS = 256 * 2**20
+"""Weights (elements, ~1 GB of float32) above which the sizing run needs `--dim` to happen."""
 
 
 def observed_types(path: str | Path, dims: Mapping[str, int]) -> tuple[dict[str, TensorType], str]:
@@ -71,4 +75,7 @@ def sizing_types(graph: Graph, dims: Mapping[str, int]) -> tuple[dict[str, Tenso
     inputs = [graph.types.get(i) for i in graph.inputs if i not in graph.initializers]
     if not dims and not all(t is not None and t.is_static for t in inputs):
         return {}, ""
+    weights = sum(math.prod(t.dims) for t in graph.initializers.values())
+    if not dims and weights > AUTO_SIZING_ELEMENTS:
+        return {}, "values with symbolic sizes priced as 1 (model too big to size without --dim)"
     return observed_types(graph.path, dims)
