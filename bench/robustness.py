@@ -9,12 +9,20 @@
   `time_limit` T; wall time / T (the promise: <= 1.1).
 - isolation: `rewrite optimize` in fresh processes with and without the worker process
   (`--no-isolate`, the baseline), alternating; median wall seconds and the ratio.
+- big (not in the default set): `optimize` (worker process, one feed set) on the 2.42 GB
+  external-data model of tests/robustness/test_big.py, generated in `--big-dir` (needs 10 GB
+  free there) and deleted afterwards; wall time, peak RSS of the worker and of this process.
+- fuzz (not in the default set): the fuzz tests' own derandomized cases
+  (tests/robustness/test_fuzz.py, as many as CI runs times `--fuzz-scale`), outcomes counted
+  per mutation kind; a crash is counted, saved under `--crash-dir` and the run goes on.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,11 +33,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rewrite.egraph.encode import encode
+from rewrite.limits import peak_rss_mb
 from rewrite.onnx_io import load
 from rewrite.pipeline import Options, optimize
 from rewrite.rules.saturate import RULES, Limits, egraph_size, install, saturate
 from rulesets.cleanup import CLEANUP
 from tests.robustness.models import EXPLODE, add_chain, write
+from tests.robustness.test_big import big_model
 
 UNLIMITED = 10**9
 
@@ -143,12 +153,67 @@ def isolation_warm(models: dict[str, Path], repeats: int, tmp: Path) -> list[str
     return rows
 
 
+def big(folder: Path, repeats: int) -> list[str]:
+    """The >2 GB model with external data: wall, worker and caller peak RSS, stage times."""
+    rows = [
+        "| model GB | status | wall s | worker peak RSS MB | x model | caller peak MB | stages s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    if shutil.disk_usage(folder).free < 10 * 2**30:
+        raise SystemExit(f"big: needs 10 GB free in {folder}")
+    work = Path(tempfile.mkdtemp(prefix="rewrite-big-", dir=folder))
+    try:
+        src = big_model(work)
+        size = src.stat().st_size + (work / "big.onnx.data").stat().st_size
+        (work / "out").mkdir()
+        for _ in range(repeats):
+            t = time.perf_counter()
+            report = optimize(src, work / "out" / "big.opt.onnx", Options(trials=1))
+            wall = time.perf_counter() - t
+            worker = report.saturation.get("worker_peak_rss_mb", 0.0)
+            stages = " ".join(f"{k} {v:.1f}" for k, v in report.stages.items() if v >= 0.05)
+            rows.append(
+                f"| {size / 1e9:.2f} | {report.status} | {wall:.1f} | {worker:,.0f} | "
+                f"{worker * 2**20 / size:.2f} | {peak_rss_mb():.0f} | {stages} |"
+            )
+            print(rows[-1], flush=True)
+    finally:
+        shutil.rmtree(work)
+    return rows
+
+
+def fuzz(scale: float, crash_dir: Path, json_out: Path | None) -> list[str]:
+    """Run the fuzz tests' cases, keep going past crashes; the table by mutation kind."""
+    os.environ["REWRITE_FUZZ_SCALE"] = str(scale)  # read when test_fuzz is imported
+    from tests.robustness import test_fuzz
+    from tests.robustness.fuzzing import TALLY
+
+    TALLY.keep_going, TALLY.crash_dir = True, crash_dir
+    t = time.perf_counter()
+    test_fuzz.test_structural_mutations()
+    test_fuzz.test_byte_mutations()
+    wall = time.perf_counter() - t
+    cases = test_fuzz.FUZZ_CASES
+    print(f"fuzz: {TALLY.total()} cases ({cases} drawn) in {wall:.0f} s", flush=True)
+    for crash in TALLY.crashes:
+        print("CRASH:", json.dumps(crash), flush=True)
+    for case in TALLY.notable:
+        print("NOTABLE:", json.dumps(case), flush=True)
+    if json_out is not None:
+        json_out.write_text(json.dumps({"wall_s": round(wall, 1), **TALLY.to_json()}, indent=1))
+    return [f"{TALLY.total()} cases in {wall:.0f} s", "", *TALLY.table()]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", type=Path, default=Path("/tmp/corpus_mat"))
     p.add_argument("--only", default="overshoot,time,isolation")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--md", type=Path)
+    p.add_argument("--big-dir", type=Path, default=Path(tempfile.gettempdir()))
+    p.add_argument("--fuzz-scale", type=float, default=1.0, help="x the CI fuzz case count")
+    p.add_argument("--crash-dir", type=Path, default=Path("fuzz-crashes"))
+    p.add_argument("--json", type=Path, help="fuzz: every count, per kind, as JSON")
     args = p.parse_args()
     only = set(args.only.split(","))
     out: list[str] = []
@@ -173,6 +238,10 @@ def main() -> None:
             out += isolation({**chain, **bert}, args.repeats, tmp)
             out += ["", "Warm fork server (Python API, one process):", ""]
             out += isolation_warm({**chain, **bert}, args.repeats, tmp)
+        if "big" in only:
+            out += ["", "### >2 GB model with external data", "", *big(args.big_dir, args.repeats)]
+        if "fuzz" in only:
+            out += ["", "### Fuzzing", "", *fuzz(args.fuzz_scale, args.crash_dir, args.json)]
     text = "\n".join(out)
     print(text)
     if args.md:

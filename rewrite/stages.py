@@ -55,6 +55,10 @@ FIXED_SECONDS = 0.3
 _KEPT: list[object] = []
 """Inside a worker, a finished job's big objects are kept here rather than freed: the worker
 exits right after sending its result, and the kernel reclaims them at once."""
+RELEASE_MB = 256.0
+"""Inputs with this many MB of weights are freed once the optimized model is saved, before the
+differential check loads the input and the output into ONNX Runtime from disk; a fallback to
+the input graph then reads it again (a load's time, only then)."""
 POST_SECONDS_PER_NODE = 3e-4
 """Snapshot + greedy + decode seconds per e-node of the saturated e-graph (measured 1.5e-4 to
 4e-4 on exploded e-graphs of 18k-24k e-nodes, 2 cores)."""
@@ -77,9 +81,13 @@ class _Clock:
 
 def post_seconds(graph: Graph, verify: bool) -> float:
     """Estimated time to save `graph` (and to verify it, when `verify`)."""
-    mb = sum(_nbytes(t) for t in graph.initializers.values()) / 1e6
     rate = SAVE_SECONDS_PER_MB + (VERIFY_SECONDS_PER_MB if verify else 0.0)
-    return FIXED_SECONDS + mb * rate
+    return FIXED_SECONDS + _weights_mb(graph) * rate
+
+
+def _weights_mb(graph: Graph) -> float:
+    """MB of the graph's initializers, from their dims and dtypes."""
+    return sum(_nbytes(t) for t in graph.initializers.values()) / 1e6
 
 
 def _nbytes(t: onnx.TensorProto) -> int:
@@ -114,14 +122,22 @@ def optimize_job(
         if deadline.seconds is not None:
             end = deadline.at - post_seconds(graph, opts.verify)
         optimized = _optimize_guarded(graph, opts, report, clock, end)
-        graph._arrays.clear()  # numpy copies of every weight, made for encoding: not needed now
-        if in_worker():
+        graph._arrays.clear()  # numpy values of the weights, made for encoding: not needed now
+        release = _weights_mb(graph) >= RELEASE_MB
+        if in_worker() and not release:
             _KEPT.extend((graph, optimized))
-        if optimized is not None and _save_verified(optimized, src, staged, opts, report, clock):
+        saved = optimized is not None and _save_optimized(optimized, src, staged, report, clock)
+        nodes_after = optimized.op_counts() if saved and optimized is not None else {}
+        if saved and release:  # written: free the weights before ORT loads both models
+            del graph, optimized
+        if saved and _verified(src, staged, opts, report, clock):
             report.status = STATUS_OPTIMIZED
-            report.nodes_after = optimized.op_counts()
+            report.nodes_after = nodes_after
         else:
             clear(staged.parent)
+            if saved and release:  # freed above: read the input again
+                with clock.stage("load"):
+                    graph = _load(src, stat)
             _save_input(graph, src, staged, clock)
             report.status = STATUS_FALLBACK
             report.nodes_after = graph.op_counts()
@@ -184,11 +200,10 @@ def _save_input(graph: Graph, src: Path, staged: Path, clock: _Clock) -> None:
             ) from e
 
 
-def _save_verified(
-    optimized: Graph, src: Path, staged: Path, opts: Options, report: Report, clock: _Clock
+def _save_optimized(
+    optimized: Graph, src: Path, staged: Path, report: Report, clock: _Clock
 ) -> bool:
-    """Save `optimized` to `staged` and check it against `src`; False (and a warning) if it
-    is rejected. Raises RewriteError when `src` itself cannot be run (nothing to check)."""
+    """Save `optimized` to `staged`; False (and a warning) if it is rejected."""
     try:
         with clock.stage("save"):
             save(optimized, staged, source=src)
@@ -196,6 +211,12 @@ def _save_verified(
         why = e if isinstance(e, ModelError) else f"{type(e).__name__}: {_first_line(e)}"
         report.warnings.append(f"optimized model rejected, input graph written instead: {why}")
         return False
+    return True
+
+
+def _verified(src: Path, staged: Path, opts: Options, report: Report, clock: _Clock) -> bool:
+    """Check the model saved at `staged` against `src` (both read from disk by ORT); False (and
+    a warning) if it is rejected. Raises RewriteError when `src` itself cannot be run."""
     if not opts.verify:
         report.verification = {"ok": None, "summary": "skipped (--no-verify)"}
         return True

@@ -21,7 +21,7 @@ from egglog import bindings
 from onnx import numpy_helper
 
 from rewrite.egraph.schema import SYM_BASE, program
-from rewrite.onnx_io.graph import Graph, Node
+from rewrite.onnx_io.graph import Graph, Node, release_pages
 from rewrite.ops.base import TensorType, onnx_dtype
 from rewrite.ops.registry import NONDETERMINISTIC, lookup
 
@@ -113,6 +113,7 @@ class _Encoder:
         arr = np.asarray(arr)
         bucket = self.by_content.setdefault(self.const_bucket(arr), [])
         canon = next((o for o in bucket if np.array_equal(self.consts[o], arr)), name)
+        release_pages(arr, *(self.consts[o] for o in bucket))  # what hashing read of mapped data
         if canon == name:
             bucket.append(name)
         self.canon[name] = canon

@@ -13,6 +13,7 @@ override), never a constant.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,7 +95,11 @@ class Graph:
         return self.opsets.get("", 1)
 
     def array(self, name: str) -> np.ndarray:
-        """The numpy value of initializer `name` (cached)."""
+        """The numpy value of initializer `name` (cached; read-only).
+
+        Big initializers that `load` read from external data come as read-only maps of the
+        data file (see `release_pages`), all others as arrays in memory.
+        """
         if name not in self._arrays:
             self._arrays[name] = numpy_helper.to_array(self.initializers[name])
         return self._arrays[name]
@@ -136,3 +141,18 @@ class Graph:
 
     def name(self) -> str:
         return str(self.path) if self.path else (self.header.graph.name or "<model>")
+
+
+def release_pages(*arrays: np.ndarray) -> None:
+    """Unmap from this process the pages that reading file-mapped `arrays` mapped in.
+
+    They stay in the page cache and map in again when read, so values never change; only the
+    process's resident set (and its peak, which `--max-memory` and the report measure) does
+    not keep them. A no-op for arrays in memory.
+    """
+    for arr in arrays:
+        base: object = arr
+        while isinstance(base, np.ndarray):
+            base = base.base
+        if isinstance(base, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):  # not on Windows
+            base.madvise(mmap.MADV_DONTNEED)

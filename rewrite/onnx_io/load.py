@@ -7,6 +7,7 @@ path as given and naming the tensor, node or value at fault.
 from __future__ import annotations
 
 import os
+import sys
 from math import prod
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from rewrite.onnx_io.shapes import (
 from rewrite.onnx_io.structure import check_and_sort, implicit_inputs
 from rewrite.ops.base import UNKNOWN, TensorType
 
+MAP_MIN_BYTES = 1 << 20
+"""Externally stored initializers this large get mapped arrays (see `load`)."""
 _HEADER_SKIP = {"node", "initializer", "value_info", "sparse_initializer"}
 _SUB_BYTE = {
     getattr(onnx.TensorProto, n)
@@ -46,17 +49,25 @@ def load(path: str | Path, *, min_opset: int = 13, target_opset: int = 17) -> Gr
     every initializer as a graph input, those initializers become constants (as ONNX Runtime
     treats them); in later models an initializer that is also an input stays an input.
     `Graph.notes` says what was changed. Shape inference failures only warn.
+
+    Initializers of MAP_MIN_BYTES or more stored in external data get their `Graph.array`
+    value as a read-only map of the data file (`_map_arrays`), not a second copy in memory:
+    the file must not change while the graph is in use.
     """
     where = str(path)
     p = Path(path)
     model = _read(p, where)
     _check_header(model, where)
+    _check_declared_dims(model.graph, where)
     _check_inline_sizes(model, where)
-    _load_external_data(model, Path(os.path.abspath(p)).parent, where)
+    external = _load_external_data(model, Path(os.path.abspath(p)).parent, where)
     notes: list[str] = []
-    model = _upgrade(model, where, min_opset, target_opset, notes)
-    types = infer_types(model, where, notes)
-    return _to_graph(model, p, types, where, notes)
+    upgraded = _upgrade(model, where, min_opset, target_opset, notes)
+    types = infer_types(upgraded, where, notes)
+    graph = _to_graph(upgraded, p, types, where, notes)
+    if upgraded is model:  # the converter rewrites tensors: then its values, not the file's
+        graph._arrays.update(_map_arrays(graph, external))
+    return graph
 
 
 def _read(p: Path, where: str) -> onnx.ModelProto:
@@ -114,6 +125,29 @@ def _check_header(model: onnx.ModelProto, where: str) -> None:
         raise ModelError(f"{where}: the graph is empty (no nodes)")
 
 
+def _check_declared_dims(graph: onnx.GraphProto, where: str) -> None:
+    """Refuse a negative dim declared for a graph input, output or value (subgraphs too).
+
+    No tensor has one, and ONNX's C++ shape inference aborts the whole process on some (its
+    Slice inference clamps to [0, dim] with a libstdc++ assertion).
+    """
+    for kind, infos in (("graph input", graph.input), ("graph output", graph.output),
+                        ("value", graph.value_info)):  # fmt: skip
+        for vi in infos:
+            if vi.type.WhichOneof("value") != "tensor_type":
+                continue
+            dims = [d.dim_value if d.HasField("dim_value") else d.dim_param or "?"
+                    for d in vi.type.tensor_type.shape.dim]  # fmt: skip
+            if any(isinstance(d, int) and d < 0 for d in dims):
+                raise ModelError(
+                    f"{where}: {kind} '{vi.name}' declares a negative dim (shape {dims})"
+                )
+    for n in graph.node:
+        for a in n.attribute:
+            for sub in [a.g] if a.HasField("g") else a.graphs:
+                _check_declared_dims(sub, where)
+
+
 def _default_opset(model: onnx.ModelProto) -> int | None:
     for o in model.opset_import:
         if o.domain in ("", "ai.onnx"):
@@ -150,9 +184,17 @@ def _has_data(t: onnx.TensorProto) -> bool:
     )  # fmt: skip
 
 
-def _load_external_data(model: onnx.ModelProto, base: Path, where: str) -> None:
-    """Read every externally stored tensor (initializers, attributes, subgraphs) into memory."""
-    for t in _all_tensors(model.graph):
+def _load_external_data(
+    model: onnx.ModelProto, base: Path, where: str
+) -> dict[str, tuple[Path, int, int, int]]:
+    """Read every externally stored tensor (initializers, attributes, subgraphs) into memory.
+
+    Returns where each main-graph initializer's data came from: name -> (file, offset,
+    length, data_type).
+    """
+    out: dict[str, tuple[Path, int, int, int]] = {}
+    n_main = len(model.graph.initializer)
+    for i, t in enumerate(_all_tensors(model.graph)):
         if not external_data_helper.uses_external_data(t):
             continue
         try:
@@ -179,11 +221,45 @@ def _load_external_data(model: onnx.ModelProto, base: Path, where: str) -> None:
                 f"{where}: tensor '{t.name}': cannot read external data "
                 f"'{info.location}': {first_line(e)}"
             ) from e
-        _check_data_size(t, where)
+        length = info.length or size - (info.offset or 0)  # what was read: bounds checked above
+        _check_data_size(t, length, where)
+        if i < n_main:
+            out[t.name] = (file, info.offset or 0, length, t.data_type)
+    return out
 
 
-def _check_data_size(t: onnx.TensorProto, where: str) -> None:
-    """The loaded bytes match the tensor's dims and dtype (fixed-size dtypes only)."""
+def _map_arrays(
+    graph: Graph, external: dict[str, tuple[Path, int, int, int]]
+) -> dict[str, np.ndarray]:
+    """Read-only numpy maps of the data files for the big externally stored initializers.
+
+    Only where the bytes are numpy's own layout (a little-endian machine, a plain numeric or
+    bool dtype) and the dims hold exactly the bytes read: then the map equals
+    `numpy_helper.to_array` of the tensor.
+    """
+    out: dict[str, np.ndarray] = {}
+    if sys.byteorder != "little":
+        return out
+    for name, (file, offset, length, dtype_id) in external.items():
+        t = graph.initializers.get(name)
+        if length < MAP_MIN_BYTES or t is None or t.data_type != dtype_id:
+            continue
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(dtype_id))
+        except (KeyError, TypeError, ValueError):
+            continue
+        shape = tuple(int(d) for d in t.dims)
+        if dtype.kind not in "fiubc" or dtype.type.__module__ != "numpy":
+            continue
+        if prod(shape) * dtype.itemsize != length:
+            continue
+        mapped = np.memmap(file, dtype=dtype, mode="r", offset=offset, shape=shape)
+        out[name] = mapped.view(np.ndarray)
+    return out
+
+
+def _check_data_size(t: onnx.TensorProto, length: int, where: str) -> None:
+    """The `length` bytes loaded match the tensor's dims and dtype (fixed-size dtypes only)."""
     if t.data_type in _SUB_BYTE or t.data_type == onnx.TensorProto.STRING:
         return
     try:
@@ -191,9 +267,9 @@ def _check_data_size(t: onnx.TensorProto, where: str) -> None:
     except (KeyError, TypeError, ValueError):
         return
     want = prod(t.dims) * itemsize
-    if len(t.raw_data) != want:
+    if length != want:
         raise ModelError(
-            f"{where}: tensor '{t.name}': external data has {len(t.raw_data)} bytes, "
+            f"{where}: tensor '{t.name}': external data has {length} bytes, "
             f"dims {list(t.dims)} need {want}"
         )
 

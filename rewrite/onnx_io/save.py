@@ -3,29 +3,49 @@
 The destination is only ever replaced by a complete file that `onnx.checker` (full check)
 accepted: the model (and its external data, for large models) is written to temporary files
 in the destination folder, checked there, then renamed into place.
+
+Memory: `save` never builds a ModelProto holding the weights. The model is written from a
+*skeleton* (header, nodes, graph inputs and outputs: no initializers) and the graph's own
+initializer protos, one tensor at a time: external data is written from each tensor's bytes
+(its inline part gets a stub), and a single file is the skeleton's serialization with every
+initializer's spliced in where protobuf puts them, so the bytes are exactly those of
+`to_model(graph).SerializeToString()`. The most held at once beyond the graph is one tensor's
+serialization.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import onnx
-from onnx import external_data_helper, numpy_helper
+from google.protobuf.message import Message  # type: ignore[import-untyped]
+from onnx import numpy_helper
 
 from rewrite.errors import ModelError
 from rewrite.onnx_io.graph import Graph, Node
-from rewrite.onnx_io.shapes import first_line
+from rewrite.onnx_io.shapes import copy_fields, first_line
 
 EXTERNAL_THRESHOLD = int(1.8e9)
 """Models whose serialized size exceeds this are written with external data."""
 EXTERNAL_MIN_BYTES = 1024
 """In external-data files, tensors smaller than this stay inside the model file."""
+PROTO_MAX = 2**31 - 1
+"""protobuf's limit on one serialized message (a model written as a single file)."""
 _ALIGN = 4096
 _MS_DOMAIN = "com.microsoft"
+_MODEL_GRAPH = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
+_GRAPH_INITIALIZER = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
+_RAW_DATA = onnx.TensorProto.DESCRIPTOR.fields_by_name["raw_data"].number
+_DATA_FIELDS = {
+    "raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data",
+    "uint64_data", "external_data", "data_location",
+}  # fmt: skip
 
 
 def to_model(graph: Graph) -> onnx.ModelProto:
@@ -35,8 +55,16 @@ def to_model(graph: Graph) -> onnx.ModelProto:
     ValueInfoProtos (names, order, types) where the header has them and ones made from
     `graph.types` for new names. Initializers that are graph inputs are always kept. The
     original opset imports are kept; `com.microsoft` (version 1) is added when a node uses it
-    and dropped when nothing does. Stale value_info is not written.
+    and dropped when nothing does. Stale value_info is not written. The initializers are
+    copied into the result: `save` writes big models without this copy.
     """
+    m = _skeleton(graph)
+    m.graph.initializer.extend(_used_initializers(graph))
+    return m
+
+
+def _skeleton(graph: Graph) -> onnx.ModelProto:
+    """`to_model(graph)` without the initializers."""
     m = onnx.ModelProto()
     m.CopyFrom(graph.header)
     g = m.graph
@@ -45,11 +73,15 @@ def to_model(graph: Graph) -> onnx.ModelProto:
     g.input.extend(_value_infos(graph, graph.header.graph.input, graph.inputs))
     g.output.extend(_value_infos(graph, graph.header.graph.output, graph.outputs))
     g.node.extend(_node_proto(n) for n in graph.nodes)
-    used = {i for n in graph.nodes for i in [*n.inputs, *n.implicit_inputs] if i}
-    used.update(graph.outputs, graph.inputs)
-    g.initializer.extend(t for name, t in graph.initializers.items() if name in used)
     _fix_opsets(m)
     return m
+
+
+def _used_initializers(graph: Graph) -> list[onnx.TensorProto]:
+    """The graph's initializers that a node, a graph output or a graph input names, in order."""
+    used = {i for n in graph.nodes for i in [*n.inputs, *n.implicit_inputs] if i}
+    used.update(graph.outputs, graph.inputs)
+    return [t for name, t in graph.initializers.items() if name in used]
 
 
 def save(
@@ -84,67 +116,128 @@ def save(
         raise ModelError(f"{where}: cannot write: folder '{folder}' is not writable")
     if out.is_dir():
         raise ModelError(f"{where}: cannot write: it is a directory")
-    model = to_model(graph)
+    skeleton, tensors = _skeleton(graph), _used_initializers(graph)
     if external is None:
-        try:
-            external = model.ByteSize() > EXTERNAL_THRESHOLD
-        except Exception:  # protobuf (upb) refuses to size a message over 2 GB at all
-            external = True
+        external = _estimated_size(skeleton, tensors) > EXTERNAL_THRESHOLD
     temps: list[Path] = []
     try:
         if external:
-            _write_external(model, out, data_path, where, temps)
+            _write_external(skeleton, tensors, out, data_path, where, temps)
         else:
-            _write_single(model, out, where, temps)
+            _write_single(skeleton, tensors, out, where, temps)
     finally:
         for t in temps:
             with contextlib.suppress(FileNotFoundError):
                 t.unlink()
 
 
-def _write_single(model: onnx.ModelProto, out: Path, where: str, temps: list[Path]) -> None:
+def _write_single(
+    skeleton: onnx.ModelProto,
+    tensors: list[onnx.TensorProto],
+    out: Path,
+    where: str,
+    temps: list[Path],
+) -> None:
+    """The whole model in one file, written tensor by tensor (see the module docstring)."""
     tmp = _temp(out, ".tmp", where, temps)
     try:
-        data = model.SerializeToString()
+        sizes = [t.ByteSize() for t in tensors]
     except Exception as e:  # protobuf refuses messages over 2 GB (error type varies by backend)
         raise ModelError(f"{where}: model too large for one file ({first_line(e)})") from e
-    _write_bytes(tmp, [data])
+    head, tail = _split(skeleton, _MODEL_GRAPH)
+    graph_head, graph_tail = _split(skeleton.graph, _GRAPH_INITIALIZER)
+    graph_size = len(graph_head) + len(graph_tail)
+    graph_size += sum(_field_size(_GRAPH_INITIALIZER, n) for n in sizes)
+    total = len(head) + _field_size(_MODEL_GRAPH, graph_size) + len(tail)
+    if total > PROTO_MAX:
+        raise ModelError(f"{where}: model too large for one file ({total} bytes)")
+
+    def chunks() -> Iterator[bytes]:
+        yield head + _key(_MODEL_GRAPH) + _varint(graph_size) + graph_head
+        for t, size in zip(tensors, sizes, strict=True):
+            data = t.SerializeToString()
+            if len(data) != size:  # the splice would be corrupt: never write it
+                raise ModelError(f"{where}: initializer '{t.name}' changed while being written")
+            yield _key(_GRAPH_INITIALIZER) + _varint(size)
+            yield data
+        yield graph_tail + tail
+
+    _write_bytes(tmp, chunks())
     _check(tmp, where)
     os.replace(tmp, out)
 
 
 def _write_external(
-    model: onnx.ModelProto, out: Path, data_path: Path, where: str, temps: list[Path]
+    skeleton: onnx.ModelProto,
+    tensors: list[onnx.TensorProto],
+    out: Path,
+    data_path: Path,
+    where: str,
+    temps: list[Path],
 ) -> None:
-    """Weights to a temp data file, model to a temp file; check both; rename both."""
+    """Weights to a temp data file tensor by tensor, the model (with stubs) to a temp file;
+    check both; rename both."""
     tmp_data = _temp(out, ".data.tmp", where, temps)
-    tensors = [t for t in model.graph.initializer if _externalizable(t)]
+    stubs: list[onnx.TensorProto] = []
     with open(tmp_data, "wb") as f:
         for t in tensors:
-            if not t.HasField("raw_data"):
-                t.CopyFrom(_as_raw(t))
-            pad = -f.tell() % _ALIGN
-            f.write(b"\0" * pad)
-            offset = f.tell()
-            f.write(t.raw_data)
-            external_data_helper.set_external_data(t, tmp_data.name, offset, len(t.raw_data))
-            t.ClearField("raw_data")
+            if not _externalizable(t):
+                skeleton.graph.initializer.append(t)
+                continue
+            data = t.raw_data if t.HasField("raw_data") else _as_raw(t).raw_data
+            f.write(b"\0" * (-f.tell() % _ALIGN))
+            stub = skeleton.graph.initializer.add()
+            _copy_metadata(t, stub)
+            _set_external(stub, tmp_data.name, f.tell(), len(data))
+            f.write(data)
+            del data
+            stubs.append(stub)
         f.flush()
         os.fsync(f.fileno())
     tmp = _temp(out, ".tmp", where, temps)
-    _write_bytes(tmp, [model.SerializeToString()])
+    _write_bytes(tmp, [skeleton.SerializeToString()])
     _check(tmp, where)
-    for t in tensors:
-        for entry in t.external_data:
+    for stub in stubs:
+        for entry in stub.external_data:
             if entry.key == "location":
                 entry.value = data_path.name
-    _write_bytes(tmp, [model.SerializeToString()])
+    _write_bytes(tmp, [skeleton.SerializeToString()])
     os.replace(tmp_data, data_path)
     os.replace(tmp, out)
 
 
+def _estimated_size(skeleton: onnx.ModelProto, tensors: list[onnx.TensorProto]) -> int:
+    """The serialized size of the model: exact, except that a raw-data tensor of 4 KB or more
+    counts the bytes its dims and dtype need, plus its metadata (sizing it would copy it)."""
+    total = skeleton.ByteSize()
+    for t in tensors:
+        n = _raw_nbytes(t)
+        if n is None or n < 4 * EXTERNAL_MIN_BYTES:
+            total += _field_size(_GRAPH_INITIALIZER, t.ByteSize())
+        else:
+            meta = onnx.TensorProto()
+            _copy_metadata(t, meta)
+            total += _field_size(_GRAPH_INITIALIZER, meta.ByteSize() + _field_size(_RAW_DATA, n))
+    return total
+
+
+def _raw_nbytes(t: onnx.TensorProto) -> int | None:
+    """Bytes a raw-data tensor's dims and dtype need; None for other tensors."""
+    if not t.HasField("raw_data"):
+        return None
+    try:
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except (KeyError, TypeError, ValueError):
+        return None
+    return math.prod(t.dims) * itemsize
+
+
 def _externalizable(t: onnx.TensorProto) -> bool:
-    return t.data_type != onnx.TensorProto.STRING and t.ByteSize() >= EXTERNAL_MIN_BYTES
+    """Not a string tensor, and at least EXTERNAL_MIN_BYTES serialized."""
+    if t.data_type == onnx.TensorProto.STRING:
+        return False
+    n = _raw_nbytes(t)
+    return (n is not None and n >= 4 * EXTERNAL_MIN_BYTES) or t.ByteSize() >= EXTERNAL_MIN_BYTES
 
 
 def _as_raw(t: onnx.TensorProto) -> onnx.TensorProto:
@@ -152,6 +245,50 @@ def _as_raw(t: onnx.TensorProto) -> onnx.TensorProto:
     raw = numpy_helper.from_array(numpy_helper.to_array(t), t.name)
     raw.doc_string = t.doc_string
     return raw
+
+
+def _copy_metadata(t: onnx.TensorProto, out: onnx.TensorProto) -> None:
+    """Every field of `t` but its data (and where its data is) into `out`."""
+    copy_fields(t, _DATA_FIELDS, out)
+
+
+def _set_external(t: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+    del t.external_data[:]
+    t.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", offset), ("length", length)):
+        t.external_data.add(key=key, value=str(value))
+
+
+def _split(msg: Message, number: int) -> tuple[bytes, bytes]:
+    """`msg` serialized as two parts: its fields numbered below `number`, and those above it
+    with its unknown fields (protobuf writes fields in number order, unknown ones last). Field
+    `number` itself is in neither."""
+    before, after = type(msg)(), type(msg)()
+    after.CopyFrom(msg)
+    copy_fields(msg, {fd.name for fd, _ in msg.ListFields() if fd.number >= number}, before)
+    for fd, _ in msg.ListFields():
+        if fd.number <= number:
+            after.ClearField(fd.name)
+    return before.SerializeToString(), after.SerializeToString()
+
+
+def _key(number: int) -> bytes:
+    """The tag of length-delimited field `number`."""
+    return _varint(number << 3 | 2)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field_size(number: int, size: int) -> int:
+    """Serialized size of length-delimited field `number` holding `size` bytes."""
+    return len(_key(number)) + len(_varint(size)) + size
 
 
 def _temp(out: Path, suffix: str, where: str, temps: list[Path]) -> Path:

@@ -9,11 +9,14 @@ copy whose large initializers are stubs marked as external data; the results are
 
 from __future__ import annotations
 
+import math
 import tempfile
 import warnings
 from pathlib import Path
 
+import numpy as np
 import onnx
+from google.protobuf.message import Message  # type: ignore[import-untyped]
 
 from rewrite.errors import ModelError
 from rewrite.ops.base import UNKNOWN, Shape, TensorType
@@ -48,8 +51,10 @@ def initializer_type(t: onnx.TensorProto) -> TensorType:
     return TensorType(int(t.data_type), shape)
 
 
-def copy_fields(msg: onnx.ModelProto | onnx.GraphProto, skip: set[str], out: object) -> None:
-    """Copy every set field of `msg` except those named in `skip` into `out` (same type)."""
+def copy_fields(msg: Message, skip: set[str], out: Message) -> None:
+    """Copy every set field of `msg` except those named in `skip` into `out` (same type).
+
+    Unknown fields are not copied."""
     for fd, value in msg.ListFields():
         if fd.name in skip:
             continue
@@ -71,7 +76,7 @@ def light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
     copy_fields(model, {"graph"}, out)
     copy_fields(model.graph, {"initializer"}, out.graph)
     for t in model.graph.initializer:
-        if t.ByteSize() < STUB_BYTES:
+        if not _at_least(t, STUB_BYTES):
             out.graph.initializer.append(t)
             continue
         stub = out.graph.initializer.add()
@@ -82,6 +87,19 @@ def light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
         entry = stub.external_data.add()
         entry.key, entry.value = "location", _STUB_LOCATION
     return out
+
+
+def _at_least(t: onnx.TensorProto, n: int) -> bool:
+    """`t.ByteSize() >= n`; a raw-data tensor whose dims need n bytes is not sized (upb would
+    serialize it to tell)."""
+    if t.HasField("raw_data"):
+        try:
+            itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+        except (KeyError, TypeError, ValueError):
+            itemsize = 0
+        if math.prod(t.dims) * itemsize >= n:
+            return True
+    return t.ByteSize() >= n
 
 
 def restore_stubs(light: onnx.ModelProto, model: onnx.ModelProto) -> None:

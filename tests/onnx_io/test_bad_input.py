@@ -14,6 +14,7 @@ from rewrite.errors import ModelError
 from rewrite.onnx_io import load
 from tests.onnx_io import models
 from tests.onnx_io.models import const, rand, vi
+from tests.robustness.models import shapes
 
 
 def raises(path: Path, pattern: str) -> ModelError:
@@ -218,3 +219,25 @@ def test_file_over_2gb(tmp_path: Path) -> None:
     with open(path, "wb") as f:
         f.truncate(2**31)  # sparse: no disk space used
     raises(path, r"huge\.onnx: over 2 GB in one file, which protobuf cannot parse")
+
+
+@pytest.mark.parametrize("where", ["input", "output", "value_info", "subgraph"])
+def test_negative_declared_dim(tmp_path: Path, where: str) -> None:
+    """Refused before shape inference, which aborted the process on the fuzzer's `shapes`
+    seed with input dims [2, -5, 4] (Shape/Gather/Concat/Reshape/Transpose/Slice)."""
+    m = shapes()
+    if where == "input":
+        m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = -5
+    elif where == "output":
+        m.graph.output[0].type.tensor_type.shape.dim[1].dim_value = -1
+    elif where == "value_info":
+        m.graph.value_info.append(vi("r", [-3, 4]))
+    else:
+        body = h.make_graph([h.make_node("Relu", ["y"], ["t"])], "b", [], [vi("t", [-2])])
+        m.graph.node.append(h.make_node("If", ["c"], ["z"], then_branch=body, else_branch=body))
+        m.graph.input.append(vi("c", [], T.BOOL))
+        m.graph.output.append(vi("z", None))
+    path = models.save(m, tmp_path / "neg.onnx")
+    name = {"input": "graph input 'x'", "output": "graph output 'y'", "value_info": "value 'r'",
+            "subgraph": "graph output 't'"}[where]  # fmt: skip
+    raises(path, rf"neg\.onnx: {name} declares a negative dim \(shape \[")

@@ -12,6 +12,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from rewrite.onnx_io import Graph, load, save
+from rewrite.onnx_io.graph import release_pages
 from rewrite.onnx_io.shapes import STUB_BYTES, infer_types
 from rewrite.ops.base import UNKNOWN, TensorType
 from tests.onnx_io import models
@@ -137,6 +138,28 @@ def test_external_data_loads_and_round_trips(tmp_path: Path) -> None:
     assert w.data_location == T.DEFAULT and not w.external_data
     assert np.array_equal(g.array("w"), models.rand((8, 4), 1))
     assert all(not t.external_data for t in written.graph.initializer)
+    assert_same_outputs(src, out)
+
+
+def test_big_external_initializers_are_mapped_not_copied(tmp_path: Path) -> None:
+    big = models.rand((512, 1024), 3)  # 2 MiB: mapped (MAP_MIN_BYTES is 1 MiB)
+    m = models.model(
+        [h.make_node("MatMul", ["x", "w"], ["y"]), h.make_node("Add", ["y", "b"], ["z"])],
+        [vi("x", [2, 512])],
+        [vi("z", [2, 1024])],
+        inits=[const("w", big), const("b", models.rand((1024,), 4))],
+    )
+    src = tmp_path / "m.onnx"
+    onnx.save_model(m, src, save_as_external_data=True, location="m.data", size_threshold=0)
+    g = load(src)
+    w, b = g.array("w"), g.array("b")
+    assert isinstance(w.base, np.memmap) and not w.flags.writeable
+    assert np.array_equal(w, big) and w.dtype == np.float32 and w.shape == (512, 1024)
+    assert not isinstance(b.base, np.memmap)  # 4 KiB: read from the proto as before
+    release_pages(w, b)  # unmaps w's pages (values stay readable), a no-op for b
+    assert np.array_equal(w, big) and np.array_equal(b, models.rand((1024,), 4))
+    assert g.initializers["w"].raw_data == big.tobytes()  # the proto keeps its data too
+    _, _, out = round_trip(src, tmp_path)
     assert_same_outputs(src, out)
 
 

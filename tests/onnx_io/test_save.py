@@ -137,6 +137,39 @@ def test_external_data_output(tmp_path: Path) -> None:
     assert_same_outputs(src, tmp_path / "single.onnx")
 
 
+@pytest.mark.parametrize(
+    "build", [models.mlp, models.wide, models.if_model, models.constants, models.ms_gelu]
+)
+def test_single_file_is_exactly_to_model_serialized(
+    build: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """save writes the weights tensor by tensor, never a ModelProto copy holding them all, and
+    the bytes are still protobuf's own serialization of `to_model`."""
+    m = build()
+    m.graph.doc_string = "after the initializers"  # graph fields on both sides of the splice
+    g = load(models.save(m, tmp_path / "m.onnx"))
+    want = to_model(g).SerializeToString()
+    monkeypatch.setattr(save_module, "to_model", None)  # not used by save
+    save(g, tmp_path / "out.onnx")
+    assert (tmp_path / "out.onnx").read_bytes() == want
+    save(g, tmp_path / "ext.onnx", external=True)
+    assert_same_outputs(tmp_path / "m.onnx", tmp_path / "ext.onnx")
+
+
+def test_external_is_chosen_by_estimated_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = models.save(models.wide(), tmp_path / "wide.onnx")
+    g = load(src)
+    size = len(to_model(g).SerializeToString())
+    monkeypatch.setattr(save_module, "EXTERNAL_THRESHOLD", size + 64)
+    save(g, tmp_path / "one.onnx")
+    assert listing(tmp_path) == ["one.onnx", "wide.onnx"]
+    monkeypatch.setattr(save_module, "EXTERNAL_THRESHOLD", size - 64)
+    save(g, tmp_path / "two.onnx")
+    assert listing(tmp_path) == ["one.onnx", "two.onnx", "two.onnx.data", "wide.onnx"]
+
+
 def test_typed_data_tensors_go_external(tmp_path: Path) -> None:
     big = h.make_tensor("k", T.FLOAT, [512], [0.5] * 512)  # float_data, not raw_data
     m = models.model(
