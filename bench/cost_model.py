@@ -8,15 +8,19 @@ run shows (`observed_dims`; the "as loaded" column prices them as 1, as the pipe
 today). The calibration never sees these models.
 
 (b) For pairs of equivalent graphs (`cost_pairs.py`: synthetic micro-graphs of the corpus'
-patterns, and whole corpus models before and after one real rewrite): both timed in ORT,
+patterns, and whole corpus models before and after one real rewrite; `extraction_pairs.py`:
+distinct extractions of each model's saturated e-graph, built-in rules plus
+examples/custom_rules.py, priced by the DAG cost the extractor compared): both timed in ORT,
 A and B back to back in each round; a pair is *decisive* when the 95% CI of its median paired
 A/B ratio excludes 1 and both that median and the ratio of its fastest runs are beyond
 `--tie` (default 3%), the same way. The ranking accuracy is the fraction of decisive pairs
-whose faster graph the model prices strictly lower, as an extractor would pick it. For
-measured ties the table shows which side the model prefers; that costs nothing at run time.
+whose faster graph the model prices strictly lower, as an extractor would pick it, reported
+per kind of pair and overall. For measured ties the table shows which side the model
+prefers; that costs nothing at run time.
 
     python bench/cost_model.py --models /tmp/corpus_mat [--only bert,gpt2] [--rounds 21]
-        [--no-models] [--no-pairs] [--no-whole-pairs] [--md out.md] [--json rows.json]
+        [--no-models] [--no-pairs] [--no-synthetic] [--no-whole-pairs]
+        [--extraction-pairs 6] [--seed 0] [--md out.md] [--json rows.json]
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from cost_pairs import Pair, micro_pairs, sum_residuals
+from extraction_pairs import extraction_pairs, rule_sets, summary
 
 from rewrite.egraph.encode import encode
 from rewrite.egraph.snapshot import take_snapshot
@@ -193,7 +198,7 @@ def judge(pairs: list[Pair], rounds: int, tie: float) -> list[dict]:
     acts on it."""
     rows = []
     for pr, (ta, tb, logs) in zip(pairs, time_pairs(pairs, rounds), strict=True):
-        ca, cb = (price(x, pr.feeds) for x in (pr.a, pr.b))
+        ca, cb = pr.costs if pr.costs is not None else (price(x, pr.feeds) for x in (pr.a, pr.b))
         med, lo, hi = median_ci(logs)
         fastest = math.log(ta / tb)
         cut = math.log1p(tie)
@@ -218,15 +223,27 @@ def price(src: onnx.ModelProto | str, feeds: dict[str, np.ndarray]) -> float:
     return predict(snap, dims)
 
 
-def report(rows: list[dict]) -> tuple[str, float]:
+def accuracy(rows: list[dict], label: str) -> tuple[str, float]:
+    """One line: the ranking accuracy on the decisive pairs among `rows`, and the ties."""
     decisive = [r for r in rows if r["measured"] != "tie"]
     ties = [r for r in rows if r["measured"] == "tie"]
     hit = sum(r["correct"] for r in decisive)
     acc = hit / len(decisive) if decisive else float("nan")
+    line = (
+        f"{label}: ranking accuracy on decisive pairs: {hit}/{len(decisive)} = {acc:.1%}; "
+        f"measured ties: {len(ties)} of {len(rows)} pairs "
+        f"({sum(r['correct'] for r in ties)} also predicted as ties)"
+    )
+    return line, acc
+
+
+def report(rows: list[dict]) -> tuple[str, float]:
+    """The pair table, then the accuracy per kind of pair and overall (the overall one is
+    returned)."""
     lines = [
-        "| pair | kind | fastest A / B µs | A/B (95% CI) | predicted A / B µs | measured "
-        "| predicted | ok |",
-        "|---|---|---:|---:|---:|---|---|---|",
+        "| pair | kind | fastest A / B µs | A/B (95% CI) | predicted A / B µs | predicted A/B "
+        "| measured | predicted | ok |",
+        "|---|---|---:|---:|---:|---:|---|---|---|",
     ]
     for r in rows:
         ma, mb = r["measured_us"]
@@ -235,16 +252,14 @@ def report(rows: list[dict]) -> tuple[str, float]:
         lo, hi = r["ratio_ci"]
         lines.append(
             f"| {r['pair']} | {r['kind']} | {ma:.1f} / {mb:.1f} | {r['ratio']:.3f} ({lo:.3f}-"
-            f"{hi:.3f}) | {pa:.1f} / {pb:.1f} "
+            f"{hi:.3f}) | {pa:.1f} / {pb:.1f} | {pa / pb if pb else math.inf:.4f} "
             f"| {r['measured']} | {r['predicted']} | {ok} |"
         )
-    tie_agree = sum(r["correct"] for r in ties)
-    lines.append("")
-    lines.append(
-        f"ranking accuracy on decisive pairs: {hit}/{len(decisive)} = {acc:.1%}; "
-        f"measured ties: {len(ties)} ({tie_agree} also predicted as ties; "
-        "tie* = the model prefers one side of a measured tie, costing nothing)"
-    )
+    lines.append("\ntie* = the model prefers one side of a measured tie, costing nothing\n")
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        lines.append("- " + accuracy([r for r in rows if r["kind"] == kind], kind)[0])
+    line, acc = accuracy(rows, "all pairs")
+    lines.append("- " + line)
     return "\n".join(lines), acc
 
 
@@ -270,6 +285,26 @@ def model_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def real_extractions(paths: list[Path], n: int, seed: int, rounds: int, tie: float) -> list[dict]:
+    """Judge up to `n` pairs of verified real extractions per model (`extraction_pairs`)."""
+    rulesets = rule_sets()
+    rows = []
+    for p in paths:
+        t = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="extraction-pairs-") as tmp:
+            drawn = extraction_pairs(p, rulesets, n, Path(tmp), seed=seed)
+            took = time.perf_counter() - t
+            print(f"(c) {p.stem}: {len(drawn.choices)} distinct extractions, "
+                  f"{len(drawn.pairs)} pairs ({took:.0f} s)", flush=True)  # fmt: skip
+            print(summary(drawn, p.stem), flush=True)
+            for why in drawn.dropped:
+                print(f"    dropped (not equivalent in ORT): {why}", flush=True)
+            for pr in drawn.pairs:
+                print(f"    {pr.name}", flush=True)
+                rows += judge([pr], rounds, tie)  # one at a time: 2 big sessions in memory
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=Path, default=Path("/tmp/corpus_mat"))
@@ -278,7 +313,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tie", type=float, default=0.03, help="relative difference that is a tie")
     ap.add_argument("--no-models", action="store_true")
     ap.add_argument("--no-pairs", action="store_true")
+    ap.add_argument("--no-synthetic", action="store_true", help="skip the micro pairs")
     ap.add_argument("--no-whole-pairs", action="store_true")
+    ap.add_argument(
+        "--extraction-pairs",
+        type=int,
+        default=6,
+        metavar="N",
+        help="pairs of real extractions per model (0: none)",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the sampled extractions")
     ap.add_argument("--md", type=Path, help="also write the tables here")
     ap.add_argument("--json", type=Path, help="also write every row here")
     a = ap.parse_args(argv)
@@ -294,15 +338,17 @@ def main(argv: list[str] | None = None) -> int:
         dump["models"] = whole_models(paths, max(5, a.rounds // 2))
         out += ["## Whole models\n", model_table(dump["models"]), ""]
     if not a.no_pairs:
-        pairs = micro_pairs()
+        pairs = [] if a.no_synthetic else micro_pairs()
         print(f"(b) {len(pairs)} synthetic pairs, {a.rounds} interleaved rounds", flush=True)
-        rows = judge(pairs, a.rounds, a.tie)
+        rows = judge(pairs, a.rounds, a.tie) if pairs else []
         if not a.no_whole_pairs:
             cnn = ("resnet50", "mobilenetv2", "efficientnet")
             for pr in whole_pairs([p for p in paths if p.stem not in cnn]):
                 print(f"    {pr.name}", flush=True)
                 rows += judge([pr], a.rounds, a.tie)  # one at a time: 2 big sessions in memory
                 Path(str(pr.b)).unlink(missing_ok=True)
+        if a.extraction_pairs > 0:
+            rows += real_extractions(paths, a.extraction_pairs, a.seed, a.rounds, a.tie)
         dump["pairs"] = rows
         table, _ = report(rows)
         out += ["## Ranking of equivalent graphs\n", table]

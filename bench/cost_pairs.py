@@ -31,6 +31,8 @@ class Pair:
     feeds: dict[str, np.ndarray] = field(repr=False)
     kind: str = "synthetic"
     expect: str = ""
+    costs: tuple[float, float] | None = None
+    """Predicted µs of A and B as an extractor priced them (None: price the models)."""
 
 
 def model(
