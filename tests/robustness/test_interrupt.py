@@ -27,6 +27,13 @@ FAST_STAGES = ["saturate", "save"]
 ALL_STAGES = ["load", "fold", "encode", "saturate", "extract", "decode", "save", "verify"]
 
 
+def _as_foreground_job() -> None:
+    """In the child before exec: SIGINT handled by default, as for a terminal's foreground job.
+    A shell starts background jobs (`pytest ... &`, a CI runner's) with SIGINT ignored, which
+    exec keeps and Python then leaves alone: Ctrl-C would not reach `rewrite` at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_at(stage: str, tmp_path: Path) -> None:
     work, tmp = tmp_path / "work", tmp_path / "tmp"
     work.mkdir()
@@ -42,6 +49,7 @@ def _interrupt_at(stage: str, tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_as_foreground_job,
     )
     try:
         deadline = time.monotonic() + 120
