@@ -44,6 +44,7 @@ from rewrite.egraph.snapshot import take_snapshot
 from rewrite.extract import CPU, Snapshot, graph_cost, greedy, node_costs
 from rewrite.extract.calibrate import Runner, time_cases
 from rewrite.onnx_io import load
+from rewrite.onnx_io.concrete import observed_types
 from rewrite.rules.fold import fold_constants
 from rewrite.verify.inputs import make_inputs
 
@@ -75,18 +76,10 @@ def observed_dims(path: Path, snap: Snapshot, feeds: dict[str, np.ndarray]) -> d
     """Sizes of the snapshot's symbolic dims as one ORT run (ORT_DISABLE_ALL, every value an
     output) shows them: for a model whose loader leaves dims symbolic (runtime-computed Pad
     sizes, dynamic axes), the shapes ORT executes. Each symbol takes its most frequent size."""
-    import onnxruntime as ort
-
-    m = onnx.load(str(path))
-    have = {o.name for o in m.graph.output}
-    extra = [o for n in m.graph.node for o in n.output if o and o not in have]
-    m.graph.output.extend(onnx.ValueInfoProto(name=o) for o in dict.fromkeys(extra))
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    shapes = {n: np.shape(v) for n, v in zip(names, sess.run(None, feeds), strict=True)}
+    types, note = observed_types(path, {}, feeds)
+    if note:
+        raise RuntimeError(note)
+    shapes = {n: t.shape for n, t in types.items()}
     votes: dict[str, Counter[int]] = {}
     for cls in snap:
         shape = cls.type.shape

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from cost_model import median_ci
 
 from rewrite.extract.table import EP_OF
 from rewrite.verify.inputs import make_inputs
@@ -53,13 +54,6 @@ class Session:
         for _ in range(n):
             self.sess.run_with_iobinding(self.bind)
         return (time.perf_counter() - t) / n
-
-
-def median_ci(xs: list[float]) -> tuple[float, float, float]:
-    s = sorted(xs)
-    n = len(s)
-    k = max(0, math.floor(n / 2 - 1.96 * math.sqrt(n) / 2))
-    return float(np.median(s)), s[k], s[min(n - 1, n - 1 - k)]
 
 
 def compare(src: Path, dst: Path, ep: str, threads: int, rounds: int) -> dict:

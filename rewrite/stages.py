@@ -10,7 +10,6 @@ in the calling one) and puts the staged output in place.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 import traceback
@@ -20,12 +19,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 from rewrite.egraph.decode import decode
 from rewrite.egraph.encode import encode
 from rewrite.egraph.snapshot import take_snapshot
 from rewrite.errors import ModelError, RewriteError
+from rewrite.estimates import POST_SECONDS_PER_NODE, post_seconds, weights_mb
 from rewrite.extract.check import check_choice
 from rewrite.extract.cost import CPU, CUDA, cost_by_op, graph_cost, node_costs
 from rewrite.extract.greedy import greedy
@@ -44,14 +43,6 @@ from rewrite.verify.differential import DiffResult, differential
 from rewrite.verify.inputs import load_inputs
 
 TARGETS = {"cpu": CPU, "cuda": CUDA}
-SAVE_SECONDS_PER_MB = 0.022
-"""Estimated save time per MB of weights (serialize, fsync, full checker); measured 0.015-0.019
-on this 2-core VM's disk."""
-VERIFY_SECONDS_PER_MB = 0.016
-"""Estimated differential-check time per MB of weights (two ORT sessions, two input sets);
-measured 0.012-0.014."""
-FIXED_SECONDS = 0.3
-"""Estimated fixed part of save + verify (sessions, checker) on a tiny model."""
 _KEPT: list[object] = []
 """Inside a worker, a finished job's big objects are kept here rather than freed: the worker
 exits right after sending its result, and the kernel reclaims them at once."""
@@ -59,9 +50,6 @@ RELEASE_MB = 256.0
 """Inputs with this many MB of weights are freed once the optimized model is saved, before the
 differential check loads the input and the output into ONNX Runtime from disk; a fallback to
 the input graph then reads it again (a load's time, only then)."""
-POST_SECONDS_PER_NODE = 3e-4
-"""Snapshot + greedy + decode seconds per e-node of the saturated e-graph (measured 1.5e-4 to
-4e-4 on exploded e-graphs of 18k-24k e-nodes, 2 cores)."""
 
 
 class _Clock:
@@ -77,26 +65,6 @@ class _Clock:
             yield
         finally:
             self.report.stages[name] = self.report.stages.get(name, 0.0) + (time.perf_counter() - t)
-
-
-def post_seconds(graph: Graph, verify: bool) -> float:
-    """Estimated time to save `graph` (and to verify it, when `verify`)."""
-    rate = SAVE_SECONDS_PER_MB + (VERIFY_SECONDS_PER_MB if verify else 0.0)
-    return FIXED_SECONDS + _weights_mb(graph) * rate
-
-
-def _weights_mb(graph: Graph) -> float:
-    """MB of the graph's initializers, from their dims and dtypes."""
-    return sum(_nbytes(t) for t in graph.initializers.values()) / 1e6
-
-
-def _nbytes(t: onnx.TensorProto) -> int:
-    """A tensor's size from its dims and dtype (reading its data would copy it)."""
-    try:
-        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
-    except (KeyError, TypeError, ValueError):
-        itemsize = 4
-    return math.prod(t.dims) * itemsize
 
 
 def optimize_job(
@@ -123,7 +91,7 @@ def optimize_job(
             end = deadline.at - post_seconds(graph, opts.verify)
         optimized = _optimize_guarded(graph, opts, report, clock, end)
         graph._arrays.clear()  # numpy values of the weights, made for encoding: not needed now
-        release = _weights_mb(graph) >= RELEASE_MB
+        release = weights_mb(graph) >= RELEASE_MB
         if in_worker() and not release:
             _KEPT.extend((graph, optimized))
         saved = optimized is not None and _save_optimized(optimized, src, staged, report, clock)

@@ -32,8 +32,13 @@ AUTO_SIZING_ELEMENTS = 256 * 2**20
 """Weights (elements, ~1 GB of float32) above which the sizing run needs `--dim` to happen."""
 
 
-def observed_types(path: str | Path, dims: Mapping[str, int]) -> tuple[dict[str, TensorType], str]:
-    """(value name -> static type seen in one ORT run at `dims`, note); see the module doc."""
+def observed_types(
+    path: str | Path,
+    dims: Mapping[str, int],
+    feeds: Mapping[str, np.ndarray] | None = None,
+) -> tuple[dict[str, TensorType], str]:
+    """(value name -> static type seen in one ORT run at `dims`, note); see the module doc.
+    `feeds`: run on these inputs instead of seeded ones at `dims`."""
     import onnxruntime as ort
 
     from rewrite.verify.inputs import make_inputs
@@ -53,7 +58,9 @@ def observed_types(path: str | Path, dims: Mapping[str, int]) -> tuple[dict[str,
         )
         del model
         names = [o.name for o in sess.get_outputs()]
-        values = sess.run(names, make_inputs(str(path), dims=dict(dims)))
+        if feeds is None:
+            feeds = make_inputs(str(path), dims=dict(dims))
+        values = sess.run(names, dict(feeds))
     except Exception as e:  # pricing at symbolic sizes is the fallback, never an error
         return {}, f"--dim: the sizing run failed ({first_line(e)}); symbolic dims priced as 1"
     out: dict[str, TensorType] = {}
