@@ -1,17 +1,23 @@
 # `make demo`: set up .venv and optimize the model shipped in examples/models.
 # `make test`: set up .venv and run the test suite.
+# Both install the exact versions CI tested (constraints.txt, also for the build backend);
+# `make test-latest` installs the newest versions pyproject.toml allows into .venv-latest and
+# runs the same suite, so drift shows up before users see it. `scripts/lock.sh` re-locks.
+SHELL := /bin/bash
 VENV := .venv
+LATEST := .venv-latest
+export PIP_CONSTRAINT := $(abspath constraints.txt)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 SHARED ?= ../shared
 CORPUS ?= .cache/corpus
 
-.PHONY: demo test test-corpus lint venv clean
+.PHONY: demo test test-latest test-corpus lint venv clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@PYTHON=$$(scripts/find-python.sh) && echo "using $$PYTHON" && \
 	  ( [ -x $(PY) ] || "$$PYTHON" -m venv $(VENV) )
 	$(PY) -m pip install --quiet --upgrade pip
@@ -25,6 +31,18 @@ demo: venv
 
 test: venv
 	$(VENV)/bin/pytest -q -m "not slow"
+
+# Newest allowed versions, no cache, a venv of its own; prints what differs from the lock.
+test-latest:
+	rm -rf $(LATEST)
+	@PYTHON=$$(scripts/find-python.sh) && echo "using $$PYTHON" && "$$PYTHON" -m venv $(LATEST)
+	env -u PIP_CONSTRAINT $(LATEST)/bin/python -m pip install --quiet --no-cache-dir --upgrade pip
+	env -u PIP_CONSTRAINT $(LATEST)/bin/python -m pip install --quiet --no-cache-dir --upgrade \
+	  -e '.[dev]'
+	@echo "versions that differ from constraints.txt (< locked, > latest):"
+	@$(LATEST)/bin/python -m pip freeze --all --exclude-editable | sort -f \
+	  | diff <(grep -v '^#' constraints.txt) - | grep '^[<>]' || echo "  none"
+	$(LATEST)/bin/pytest -q -m "not slow" -p no:cacheprovider
 
 # Materializes ../shared/corpus once into $(CORPUS) (~1.7 GB) and runs the slow corpus tests.
 test-corpus: venv $(CORPUS)/.done
@@ -41,4 +59,4 @@ lint: venv
 	$(VENV)/bin/ruff format --check rewrite rulesets tests bench examples
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) $(LATEST) out .pytest_cache

@@ -48,7 +48,7 @@ from typing import Literal
 
 from rewrite.errors import ExtractionError
 from rewrite.extract.cost import graph_cost
-from rewrite.extract.mip import BlockModel
+from rewrite.extract.mip import BlockModel, Solved
 from rewrite.extract.problem import Pick, Problem, to_problem
 from rewrite.extract.shrink import ShrinkStats, shrink
 from rewrite.extract.snapshot import Choice, Snapshot
@@ -70,7 +70,9 @@ class ILPStats:
 
     `status` is "optimal" (proved within `rel_gap` of the whole graph's cost: each block stops
     within its share, by warm-start cost, of that tolerance), "time limit" (some block stopped
-    early; its best solution is used), or "no ILP needed" (shrink solved it all).
+    early; its best solution is used), "unverified" (for some block HiGHS gave no answer whose
+    claims matched its selection, even re-solved: `checks` says what), or "no ILP needed"
+    (shrink solved it all). A status is never copied from HiGHS unchecked.
     `objective` is the returned choice's cost, `bound` a proved lower bound on the optimum,
     `gap` = (objective - bound) / objective (0 when both are 0).
     """
@@ -85,7 +87,10 @@ class ILPStats:
     rows: int = 0
     cols: int = 0
     solves: int = 0
-    """HiGHS runs: one per block, more with `acyclic="cuts"` (one per round of cuts)."""
+    """HiGHS runs: one per block, more with `acyclic="cuts"` (one per round of cuts) and for
+    every answer re-solved because its claims did not match its selection."""
+    checks: list[str] = field(default_factory=list)
+    """Each HiGHS answer that was distrusted: what it claimed, what it returned, what was done."""
     shrink: ShrinkStats = field(default_factory=ShrinkStats)
 
     def summary(self) -> str:
@@ -155,7 +160,9 @@ def ilp(
         # The gap is the whole graph's: each block may stop within its share of
         # rel_gap · (total cost), a much looser target than rel_gap of its own cost.
         share = rel_gap * warm_total * block_cost / max(sum(warm_costs), 1e-300)
-        res = solve_block(problem, block, start_sel, deadline, rel_gap, share, acyclic)
+        res = solve_block(
+            problem, block, start_sel, deadline, rel_gap, share, acyclic, stats.checks
+        )
         chosen += res.nodes
         bound += min(res.bound, res.objective)
         statuses.add(res.status)
@@ -168,6 +175,8 @@ def ilp(
     stats.status = (
         "no ILP needed"
         if not blocks
+        else "unverified"
+        if "unverified" in statuses
         else "time limit"
         if "time limit" in statuses
         else "optimal"
@@ -180,6 +189,7 @@ def ilp(
     stats.warm_cost = warm_total
     stats.seconds = time.perf_counter() - start
     choice.notes.append(stats.summary())
+    choice.notes += [f"ilp check: {c}" for c in stats.checks]
     return choice, stats
 
 
@@ -197,6 +207,16 @@ def _warm_start(problem: Problem, block: Block, warm: Mapping[int, object]) -> d
     return mapped if mapped is not None else block_greedy(problem, block)
 
 
+ATTEMPTS: tuple[tuple[bool, bool], ...] = (
+    (True, True),
+    (False, True),
+    (True, False),
+    (False, False),
+)
+"""(warm start given, presolve on) of each HiGHS run of one solve, tried in this order until
+what HiGHS claims matches the selection it returns (`inconsistency`)."""
+
+
 def solve_block(
     problem: Problem,
     block: Block,
@@ -205,8 +225,13 @@ def solve_block(
     rel_gap: float,
     abs_gap: float,
     acyclic: Acyclic,
+    checks: list[str] | None = None,
 ) -> _Result:
-    """Solve one block, starting from the valid selection `warm` (never returns worse)."""
+    """Solve one block, starting from the valid selection `warm` (never returns worse).
+
+    Every HiGHS answer is checked against the selection it returns (`trusted_solve`); what was
+    distrusted and what was done about it is appended to `checks`.
+    """
     best = warm
     best_cost = problem.solution_cost(warm.values()) - problem.offset
     res = _Result(list(warm.values()), best_cost, 0.0, "time limit")
@@ -215,14 +240,14 @@ def solve_block(
     model = BlockModel(problem, block, with_order=acyclic == "order")
     res.rows, res.cols = model.rows, model.cols
     while True:
-        left = deadline - time.perf_counter()
-        if left <= 0:
+        if deadline - time.perf_counter() <= 0:
             return res
-        sel, bound, status = model.solve(best, left, rel_gap, abs_gap)
-        res.bound = max(res.bound, bound)
-        res.solves += 1
+        solved, runs = trusted_solve(model, best, deadline, rel_gap, abs_gap, checks)
+        res.bound = max(res.bound, solved.bound)
+        res.solves += runs
+        sel = solved.sel
         if sel is None:
-            if status == "infeasible":
+            if solved.status == "infeasible":
                 raise ExtractionError(f"extract: HiGHS says block {block.roots} is infeasible")
             return res
         cycles = find_cycles(problem, block.roots, sel)
@@ -231,10 +256,77 @@ def solve_block(
             cost = sum(problem.cost[n] for n in nodes)
             if cost <= best_cost:
                 res.nodes, res.objective = nodes, cost
-            res.status = status
+            res.status = solved.status
             res.rows, res.cols = model.rows, model.cols
             return res
         if acyclic == "order":
             raise ExtractionError(f"extract: HiGHS returned a cycle through classes {cycles[0]}")
         for cycle in cycles:
             model.cut(cycle)
+
+
+def trusted_solve(
+    model: BlockModel,
+    warm: dict[int, int],
+    deadline: float,
+    rel_gap: float,
+    abs_gap: float,
+    checks: list[str] | None = None,
+) -> tuple[Solved, int]:
+    """A HiGHS answer whose claims match its selection, and the number of HiGHS runs.
+
+    Runs HiGHS as `ATTEMPTS` says until `inconsistency` finds nothing. When every attempt is
+    inconsistent (or time runs out first), the last selection is returned (it is still a
+    selection; the caller keeps it only if it is valid and no worse than `warm`) with status
+    "unverified" and bound 0: nothing HiGHS claimed about it is used.
+    """
+    solved = Solved(None, 0.0, "time limit", math.inf)
+    runs = 0
+    for use_warm, presolve in ATTEMPTS:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        solved = model.solve(warm if use_warm else None, left, rel_gap, abs_gap, presolve=presolve)
+        runs += 1
+        why = inconsistency(model.problem, solved, rel_gap, abs_gap)
+        if why is None:
+            if runs > 1 and checks is not None:
+                checks.append(
+                    f"block {model.block.roots}: consistent after {_how(use_warm, presolve)}"
+                )
+            return solved, runs
+        if checks is not None:
+            checks.append(f"block {model.block.roots}: {why} ({_how(use_warm, presolve)})")
+    if runs and checks is not None:
+        checks.append(f"block {model.block.roots}: no consistent HiGHS answer; its claims unused")
+    return Solved(solved.sel, 0.0, "unverified" if runs else "time limit", math.inf), runs
+
+
+def _how(use_warm: bool, presolve: bool) -> str:
+    return f"{'with' if use_warm else 'without'} warm start, presolve {'on' if presolve else 'off'}"
+
+
+def inconsistency(problem: Problem, solved: Solved, rel_gap: float, abs_gap: float) -> str | None:
+    """Why HiGHS's claims do not match the selection it returned (None when they match).
+
+    The selection's own cost (Σ cost of its nodes, what the objective sums) must equal the
+    reported objective, the reported bound must not exceed it, and an `optimal` status must have
+    the selection within the gap tolerances of the bound.
+    """
+    if solved.sel is None:
+        return None
+    cost = sum(problem.cost[n] for n in solved.sel.values())
+    tol = 1e-6 * max(1.0, abs(cost))
+    if math.isfinite(solved.objective) and abs(cost - solved.objective) > tol:
+        return (
+            f"HiGHS reported {solved.status} with objective {solved.objective:.6g}, but the "
+            f"selection it returned costs {cost:.6g}"
+        )
+    if solved.bound > cost + tol:
+        return f"HiGHS's bound {solved.bound:.6g} exceeds its own selection's cost {cost:.6g}"
+    if solved.status == "optimal" and cost - solved.bound > max(abs_gap, rel_gap * cost) + tol:
+        return (
+            f"HiGHS reported optimal, but its selection costs {cost:.6g} against bound "
+            f"{solved.bound:.6g} (beyond the gap tolerance)"
+        )
+    return None

@@ -3,14 +3,22 @@
 `BlockModel(problem, block, with_order=...)` builds the columns (x per node, y per class of
 several nodes, a level per class of a cyclic SCC when `with_order`) and rows; `solve` runs HiGHS
 from a valid selection and returns the best selection found, the dual bound and the status;
-`cut` adds one cycle cut for the `"cuts"` mode.
+`cut` adds one cycle cut for the `"cuts"` mode. `solve` reports what HiGHS *claims* (status,
+objective, bound) beside the selection it hands back: `ilp.solve_block` compares the two and
+never trusts a status alone (HiGHS 1.16 with a warm start and presolve returned the warm start
+labelled `optimal` with a better objective).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import math
+import os
+import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import highspy
 import numpy as np
@@ -18,6 +26,44 @@ from highspy.highs import HighsCallbackEvent
 
 from rewrite.extract.problem import Problem
 from rewrite.extract.solution import Block, cyclic_sccs
+
+
+@dataclass
+class Solved:
+    """One HiGHS run: the selection it returned (None: no feasible solution) and its claims."""
+
+    sel: dict[int, int] | None
+    bound: float
+    """The dual bound HiGHS reports (0 when it has none)."""
+    status: str
+    objective: float
+    """The objective HiGHS reports for its incumbent (inf when none)."""
+
+
+def quiet_highs() -> highspy.Highs:
+    """A `Highs` with its console output off.
+
+    HiGHS >= 1.16 prints its banner to C's stdout inside the constructor, before any option can
+    be set; stdout (fd 1) points at /dev/null while it is built, and C's buffer is flushed
+    before fd 1 is restored, so a program that pipes our stdout never sees it.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+            h = highspy.Highs()
+            _flush_c_stdout()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    h.setOptionValue("output_flag", False)
+    return h
+
+
+def _flush_c_stdout() -> None:
+    with contextlib.suppress(OSError, AttributeError):  # no C library (not CPython/POSIX)
+        ctypes.CDLL(None).fflush(None)
 
 
 class BlockModel:
@@ -114,12 +160,19 @@ class BlockModel:
         self._row(cols, [1.0] * len(cols), -math.inf, len(cycle) - 1.0)
 
     def solve(
-        self, warm: dict[int, int], seconds: float, rel_gap: float, abs_gap: float
-    ) -> tuple[dict[int, int] | None, float, str]:
-        """(selection or None, lower bound, status) of one HiGHS run from `warm`."""
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        self,
+        warm: dict[int, int] | None,
+        seconds: float,
+        rel_gap: float,
+        abs_gap: float,
+        *,
+        presolve: bool = True,
+    ) -> Solved:
+        """One HiGHS run, started from the valid selection `warm` (None: no start given)."""
+        h = quiet_highs()
         h.setOptionValue("time_limit", max(seconds, 1e-3))
+        if not presolve:
+            h.setOptionValue("presolve", "off")
         h.setOptionValue("mip_rel_gap", rel_gap)
         h.setOptionValue("mip_abs_gap", max(abs_gap, 1e-9))
         # Feasibility jump looks for a first solution; the warm start is one, and on large
@@ -143,8 +196,9 @@ class BlockModel:
             np.asarray(self.value),
             self.integrality,
         )
-        start = self._values(warm)
-        h.setSolution(len(start), np.arange(len(start), dtype=np.int32), start)
+        if warm is not None:
+            start = self._values(warm)
+            h.setSolution(len(start), np.arange(len(start), dtype=np.int32), start)
         stop_at = time.perf_counter() + seconds
 
         def stop_when_late(event: HighsCallbackEvent) -> None:
@@ -166,15 +220,16 @@ class BlockModel:
         bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else 0.0
         if name == "optimal":
             bound = max(bound, 0.0)
+        objective = float(info.objective_function_value)
         if info.primal_solution_status != 2:  # no feasible solution
-            return None, bound, name
+            return Solved(None, bound, name, math.inf)
         col = h.getSolution().col_value
         sel: dict[int, int] = {}
         for c in self.block.classes:
             best = max(self.problem.classes[c], key=lambda n: col[self.x_of_node[n]])
             if col[self.x_of_node[best]] > 0.5:
                 sel[c] = best
-        return sel, bound, name
+        return Solved(sel, bound, name, objective)
 
     def _values(self, sel: dict[int, int]) -> np.ndarray:
         v = np.zeros(self.cols)

@@ -3,8 +3,8 @@
 `extract(snapshot, costs)` returns the `Choice` to decode; `run_extraction` returns the same
 choice with everything a report needs (`Extraction.to_json()`). The ILP's answer is used only
 when it passes `check_choice` and costs no more than greedy's; otherwise greedy's choice is
-returned and its `notes` say why (the ILP failed, hit its time limit without improving, was
-rejected by the validator, or cost more).
+returned and its `notes` say why (the ILP failed, hit its time limit without improving, gave
+answers whose claims did not match its solutions, was rejected by the validator, or cost more).
 """
 
 from __future__ import annotations
@@ -94,6 +94,12 @@ def run_extraction(
     if not math.isfinite(choice.cost) or choice.cost > base.cost * (1 + TOLERANCE) + TOLERANCE:
         return _fall_back(out, f"the ILP's cost {choice.cost:.6g} exceeds greedy's {base.cost:.6g}")
     improved = choice.cost < base.cost * (1 - TOLERANCE) - TOLERANCE
+    if stats.status == "unverified" and not improved:
+        return _fall_back(
+            out,
+            "HiGHS's claims did not match the solutions it returned, even re-solved without "
+            "the warm start and without presolve: " + "; ".join(stats.checks[-2:]),
+        )
     if stats.status == "time limit" and not improved:
         return _fall_back(
             out,
