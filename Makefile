@@ -39,9 +39,11 @@ test-latest:
 	env -u PIP_CONSTRAINT $(LATEST)/bin/python -m pip install --quiet --no-cache-dir --upgrade pip
 	env -u PIP_CONSTRAINT $(LATEST)/bin/python -m pip install --quiet --no-cache-dir --upgrade \
 	  -e '.[dev]'
-	@echo "versions that differ from constraints.txt (< locked, > latest):"
-	@$(LATEST)/bin/python -m pip freeze --all --exclude-editable | sort -f \
-	  | diff <(grep -v '^#' constraints.txt) - | grep '^[<>]' || echo "  none"
+	@echo "versions that differ from constraints.txt:"
+	@join -t= <(grep -v '^#' constraints.txt | sed 's/==/=/' | tr A-Z a-z | sort -t= -k1,1) \
+	  <($(LATEST)/bin/python -m pip freeze --all --exclude-editable | sed 's/==/=/' \
+	  | tr A-Z a-z | sort -t= -k1,1) | awk -F= '$$2 != $$3 {print "  " $$1 ": locked " $$2 \
+	  ", latest " $$3; n++} END {if (!n) print "  none"}'
 	$(LATEST)/bin/pytest -q -m "not slow" -p no:cacheprovider
 
 # Materializes ../shared/corpus once into $(CORPUS) (~1.7 GB) and runs the slow corpus tests.
