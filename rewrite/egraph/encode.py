@@ -4,8 +4,11 @@ Contract: every value of the graph becomes the e-class bound to `$v<i>`; constan
 (initializers that are not inputs, Constant nodes) become `(Init name)` leaves whose arrays stay
 in `Encoded.consts` (equal constants share one leaf, so equal computations on them share one
 class); an op with a typed constructor whose node fits its signature is typed, every other node
-(unknown, custom-domain, subgraph-bearing, non-fitting attributes) is opaque and written back
-exactly as it was. Every value's shape and dtype seed the shape analysis.
+(unknown, custom-domain, subgraph-bearing, non-fitting attributes, and any argument the typed
+form cannot hold: a non-finite float, a vector entry >= SYM_BASE such as an INT64_MAX Slice end)
+is opaque and written back exactly as it was: a node is never dropped. `take_snapshot` checks
+that every bound value's class has an e-node. Every value's shape and dtype seed the shape
+analysis.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ import onnx
 from egglog import bindings
 from onnx import numpy_helper
 
-from rewrite.egraph.schema import SYM_BASE, program
+from rewrite.egraph.schema import SYM_BASE, program, writable
 from rewrite.onnx_io.graph import Graph, Node, release_pages
-from rewrite.ops.base import TensorType, onnx_dtype
+from rewrite.ops.base import EggSig, TensorType, onnx_dtype
 from rewrite.ops.registry import NONDETERMINISTIC, lookup
 
 _SMALL_CONST = 4096  # constants up to this many elements are checked for all-0 / all-1
@@ -214,12 +217,29 @@ class _Encoder:
         n_total = sig.n_inputs + len(sig.const_inputs)
         if len(inputs) != n_total or any(not i for i in inputs):
             return None
+        args = self.typed_args(n, sig, attrs, inputs)
+        if args is None:
+            return None
+        tensors = [self.ref(inputs[i]) for i in range(n_total) if i not in sig.const_inputs]
+        return f"({n.op_type} {' '.join(args + tensors)})"
+
+    def typed_args(
+        self, n: Node, sig: EggSig, attrs: dict[str, Any], inputs: list[str]
+    ) -> list[str] | None:
+        """Literals for the attribute and constant-vector arguments, or None when one cannot be
+        written: a missing attribute, a non-finite float, a non-constant or non-int vector
+        input, or a vector the snapshot could not read back (`schema.writable`)."""
         args: list[str] = []
         for name, sort, default in sig.attrs:
             val = attrs.get(name, default)
             if val is None:
                 return None
-            args.append(literal(val, sort))
+            try:
+                if sort == "VecI" and not writable([int(x) for x in val]):
+                    return None
+                args.append(literal(val, sort))
+            except (ValueError, TypeError, OverflowError):
+                return None
         for i in sig.const_inputs:
             arr = self.const_value(inputs[i])
             if arr is None or arr.ndim != 1 or arr.dtype.kind not in "iu":
@@ -227,9 +247,10 @@ class _Encoder:
             dims = [int(x) for x in arr]
             if n.op_type == "Reshape":
                 dims = self.resolve_reshape(n, dims, int(attrs.get("allowzero", 0)))
+            if not writable(dims):
+                return None
             args.append(vec(dims))
-        tensors = [self.ref(inputs[i]) for i in range(n_total) if i not in sig.const_inputs]
-        return f"({n.op_type} {' '.join(args + tensors)})"
+        return args
 
     def resolve_reshape(self, n: Node, dims: list[int], allowzero: int) -> list[int]:
         """Replace 0 (copy) and -1 (infer) by the real dim where the types know it."""

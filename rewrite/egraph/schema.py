@@ -21,6 +21,17 @@ from rewrite.ops.base import OpSpec
 SYM_BASE = 1 << 40
 MAX_RANK = 6
 
+
+def writable(vector: tuple[int, ...] | list[int]) -> bool:
+    """True when a `VecI` argument can be read back as literal ints (every entry < SYM_BASE).
+
+    Entries at or above SYM_BASE are read as symbolic dims (or values rules derived from them),
+    which no ONNX constant can hold. The snapshot drops e-nodes whose vectors are not writable,
+    so encode never builds a typed term with one (an INT64_MAX Slice end stays opaque).
+    """
+    return all(d < SYM_BASE for d in vector)
+
+
 _SAME_SHAPE = [
     "Identity",
     "Neg",

@@ -3,7 +3,9 @@
 Contract: one `EClass` per canonical e-class of sort T or N; one `ENode` per (non-subsumed)
 constructor row; `TCons` lists flattened into the op's children; every class's type from the
 shape analysis, completed in Python by the ops' `infer` where egglog had none; each class lists
-the original value names it holds; roots are the graph outputs' classes, in order.
+the original value names it holds; roots are the graph outputs' classes, in order. An e-node
+with a vector argument that is not `writable` (a symbolic dim) is left out; a class holding an
+original value that is left with no e-node raises `EmptyClassError` naming the value and node.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from egglog import bindings
 
 from rewrite.egraph.encode import Encoded
-from rewrite.egraph.schema import SYM_BASE, constructors
+from rewrite.egraph.schema import SYM_BASE, constructors, writable
 from rewrite.errors import ShapeError
 from rewrite.extract.snapshot import EClass, ENode, OpaqueInfo, Snapshot
 from rewrite.ops.base import UNKNOWN, TensorType
@@ -86,7 +88,7 @@ def take_snapshot(enc: Encoded) -> Snapshot:
                     kids.append(class_id(v))
                 else:
                     args.append(decoders[sort](v))
-            if any(isinstance(a, tuple) and any(d >= SYM_BASE for d in a) for a in args):
+            if any(isinstance(a, tuple) and not writable(a) for a in args):
                 continue  # a vector built from a symbolic dim cannot be written back to ONNX
             spec = typed.get(fname)
             op, domain = (spec.name, spec.domain) if spec is not None else (fname, "")
@@ -102,8 +104,8 @@ def take_snapshot(enc: Encoded) -> Snapshot:
         k: OpaqueInfo(_attrs_of(e.attributes), e.n_inputs, e.n_outputs)
         for k, e in enc.opaque.items()
     }
-    for value, var in enc.value_vars.items():
-        classes[globals_[var]].names.append(value)
+    for value, var in enc.value_vars.items():  # a class with no row stays, empty, for the check
+        classes.setdefault(globals_[var], EClass(globals_[var], [])).names.append(value)
     snap.roots = [globals_[enc.value_vars[o]] for o in enc.graph.outputs]
     for cid, cls in classes.items():
         if cid in shapes or cid in dtypes:
@@ -113,7 +115,35 @@ def take_snapshot(enc: Encoded) -> Snapshot:
                 None if shape is None else tuple(_dim(d, enc.symbols) for d in shape),
             )
     complete_types(snap)
+    check_no_empty_class(enc, snap)
     return snap
+
+
+class EmptyClassError(RuntimeError):
+    """An e-class that holds a value of the graph has no e-node: a bug of ours, never the
+    model's (encode must fall back to an opaque node for anything it cannot type)."""
+
+
+def check_no_empty_class(enc: Encoded, snap: Snapshot) -> None:
+    """Raise `EmptyClassError` naming the value and its node if a value's class has no e-node.
+
+    Invariant: every value encode bound (graph inputs, constants, every node output) is an
+    e-class with at least one e-node the snapshot could read; otherwise extraction would fail
+    far from the cause ("root class has no e-node of finite cost").
+    """
+    lost = [v for c in snap if not c.nodes for v in c.names]
+    if not lost:
+        return
+    producer = {o: n for n in enc.graph.nodes for o in n.outputs if o}
+    where = []
+    for v in lost[:5]:
+        n = producer.get(v)
+        where.append(f"{v!r} (output of {n.op_type} node {n.name!r})" if n else repr(v))
+    more = f" and {len(lost) - 5} more" if len(lost) > 5 else ""
+    raise EmptyClassError(
+        f"e-graph invariant broken: the e-class of {', '.join(where)}{more} has no e-node "
+        "the snapshot can read (its typed form was not writable)"
+    )
 
 
 def _flatten(lists: dict[int, tuple[int, int] | None], tl: int) -> list[int]:

@@ -27,6 +27,9 @@ i.e. relative error, over log-parameters: the globals P_gemm, P_vec, W, W_mem, o
 multiplier per cost key (`cost.coeff_key`). The multipliers carry a weak ridge prior toward 1
 (`RIDGE`), which makes the globals the geometric centre of the ops and each c[key] the op's
 deviation from it. Keys with no case get c = 1 at pricing time (`Target.coeff`).
+
+`--only OP` times only OP's cases and refits only its keys' multipliers in an existing table of
+this machine (`refit.py`), keeping the globals and every other key.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import argparse
 import datetime
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -266,8 +270,16 @@ def build_table(
     )
 
 
-def measure(target: str, threads: int, quick: bool) -> tuple[list[Sample], float]:
-    """Time every case on `target`; returns the samples and the per-node dispatch (µs)."""
+def measure(
+    target: str,
+    threads: int,
+    quick: bool,
+    select: Callable[[Case], bool] | None = None,
+    rounds: int | None = None,
+) -> tuple[list[Sample], float]:
+    """Time every case on `target` (only those `select` accepts when given) over `rounds`
+    interleaved rounds (default 5 quick, else 15); returns the samples and the per-node
+    dispatch (µs)."""
     import onnxruntime as ort  # type: ignore[import-untyped]
 
     ep = EP_OF[target]
@@ -279,10 +291,10 @@ def measure(target: str, threads: int, quick: bool) -> tuple[list[Sample], float
             f"({ort.__version__}; available: {', '.join(ort.get_available_providers())}); "
             f"install onnxruntime-gpu with a matching CUDA, or calibrate --target cpu"
         )
-    todo = cases(quick)
+    todo = [c for c in cases(quick) if select is None or select(c)]
     one, chain = baseline_cases()
     runners = [Runner(c.model, c.feeds, ep, threads) for c in [one, chain, *todo]]
-    medians = time_cases(runners, rounds=5 if quick else 15)
+    medians = time_cases(runners, rounds=rounds or (5 if quick else 15))
     t1, t33 = medians[0], medians[1]
     node_us = max((t33 - t1) / 32, 0.05)
     samples = []
@@ -294,22 +306,34 @@ def measure(target: str, threads: int, quick: bool) -> tuple[list[Sample], float
 
 
 def calibrate(
-    target: str = "cpu", *, threads: int = 1, quick: bool = False, out: Path | None = None
+    target: str = "cpu",
+    *,
+    threads: int = 1,
+    quick: bool = False,
+    out: Path | None = None,
+    rounds: int | None = None,
 ) -> CalibrationTable:
     """Measure and fit the cost model for `target` with `threads` intra-op threads; write the
     table to `out` (default: the user cache, `table.cache_path`) and return it.
 
-    Raises RewriteError if the target's EP is not available here. `quick` times a handful of
-    cases in a few rounds (seconds; for tests), not enough for a table worth keeping.
+    Raises RewriteError if the target's EP is not available here, or if `out` cannot be
+    written (checked before measuring, where it can be). `quick` times a handful of cases in a
+    few rounds (seconds; for tests), not enough for a table worth keeping.
     """
     if target not in EP_OF:
         raise RewriteError(f"unknown target {target!r}; known: {', '.join(EP_OF)}")
     if threads < 1:
         raise RewriteError(f"--threads must be >= 1, not {threads}")
-    samples, node_us = measure(target, threads, quick)
+    if out is not None and (out.is_dir() or (out.parent.exists() and not out.parent.is_dir())):
+        raise RewriteError(f"{out}: cannot write the calibration table there (not a file path)")
+    samples, node_us = measure(target, threads, quick, rounds=rounds)
     table = build_table(samples, target, threads, node_us)
     table.fit["quick"] = quick
-    table.save(out or cache_path(table.key))
+    path = out or cache_path(table.key)
+    try:
+        table.save(path)
+    except OSError as e:
+        raise RewriteError(f"{path}: cannot write the calibration table: {e.strerror}") from e
     return table
 
 
@@ -333,7 +357,13 @@ def summary(table: CalibrationTable, path: Path) -> str:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """`rewrite calibrate`: measure, fit, write the table, print a summary; 0 on success."""
     out = Path(args.out) if getattr(args, "out", None) else None
-    table = calibrate(args.target, threads=args.threads, quick=args.quick, out=out)
+    if getattr(args, "only", None):
+        from rewrite.extract.refit import cmd_refit  # refit imports this module
+
+        return cmd_refit(args)
+    table = calibrate(
+        args.target, threads=args.threads, quick=args.quick, out=out, rounds=args.rounds
+    )
     print(summary(table, out or cache_path(table.key)))
     return 0
 
@@ -350,4 +380,17 @@ def add_calibrate_parser(subparsers: Any) -> None:
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     p.add_argument("--quick", action="store_true", help="a handful of cases (seconds; tests)")
     p.add_argument("--out", metavar="JSON", help="write here instead of the user cache")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        metavar="N",
+        help="interleaved timing rounds (default 15; 5 with --quick; 200 with --only)",
+    )
+    p.add_argument(
+        "--only",
+        metavar="OP",
+        action="append",
+        help="time only OP's cases and refit only its multipliers in --base (repeatable)",
+    )
+    p.add_argument("--base", metavar="JSON", help="table --only refits (default: the shipped one)")
     p.set_defaults(func=cmd_calibrate)
