@@ -45,8 +45,8 @@ from rewrite.extract import CPU, Snapshot, graph_cost, greedy, node_costs
 from rewrite.extract.calibrate import Runner, time_cases
 from rewrite.onnx_io import load
 from rewrite.onnx_io.concrete import observed_types
+from rewrite.onnx_io.inputs import make_inputs
 from rewrite.rules.fold import fold_constants
-from rewrite.verify.inputs import make_inputs
 
 
 def corpus_dims(path: Path) -> dict[str, int]:

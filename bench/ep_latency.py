@@ -4,7 +4,7 @@ For every model: `rewrite optimize --target T` writes the optimized model (its r
 it), then the input and the output run in two ORT sessions (ORT_ENABLE_ALL, I/O binding with
 inputs and outputs on the EP's device) back to back in each round, alternating which goes
 first; the ratio is the median of the per-round input/optimized ratios (> 1: faster), with
-its 95% CI by order statistics. Same inputs on both sides (`verify.inputs.make_inputs`). The
+its 95% CI by order statistics. Same inputs on both sides (`onnx_io.inputs.make_inputs`). The
 noise floor is the same measurement of the input against a second session of itself. The
 predictions are the report's estimated costs of the input and the output graph for the target
 (symbolic dims priced as 1, as the pipeline does).
@@ -28,7 +28,7 @@ import numpy as np
 from cost_model import median_ci
 
 from rewrite.extract.table import EP_OF
-from rewrite.verify.inputs import make_inputs
+from rewrite.onnx_io.inputs import make_inputs
 
 
 class Session:

@@ -56,12 +56,12 @@ from rewrite.extract import (
 from rewrite.extract.cost import FREE_OPS, reachable
 from rewrite.onnx_io import load, save
 from rewrite.onnx_io.concrete import sizing_types
+from rewrite.onnx_io.inputs import make_inputs
 from rewrite.pipeline import Options
 from rewrite.rules.fold import fold_constants
 from rewrite.rules.rule import RuleSet
 from rewrite.rules.saturate import saturate
 from rewrite.verify.differential import differential
-from rewrite.verify.inputs import make_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 CUSTOM_RULES = ROOT / "examples" / "custom_rules.py"

@@ -203,8 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="MB",
+        # argparse %-formats help texts: a literal percent sign is written %%
         help="resident memory of the optimizer's worker, checked between saturation "
-        f"iterations (default {MEMORY_FRACTION:.0%} of RAM: {default_max_memory_mb():.0f} MB)",
+        f"iterations (default {MEMORY_FRACTION:.0%}% of RAM: {default_max_memory_mb():.0f} MB)",
     )
     o.add_argument(
         "--match-limit",
@@ -242,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     o.set_defaults(func=cmd_optimize)
     _add_rules_parser(sub)
-    from rewrite.extract.calibrate import add_calibrate_parser
+    from rewrite.extract.calibrate_cli import add_calibrate_parser
     from rewrite.verify.command import add_verify_parser
 
     add_verify_parser(sub)

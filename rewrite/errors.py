@@ -1,7 +1,8 @@
 """The error hierarchy: every failure a user can cause is a `RewriteError` with one clear line.
 
 `RewriteError` -> `ModelError` (the input or output model), `RuleError` (a rule or rule file),
-`VerificationError` (a proof or differential check), `ExtractionError` (no valid choice),
+`VerificationError` (a proof or differential check; `UncheckableError`: no inputs the
+input model runs on), `ExtractionError` (no valid choice),
 `LimitError` (a resource limit that cannot be honoured). The CLI prints `str(err)` and exits
 non-zero; anything that is not a `RewriteError` is our bug and keeps its traceback.
 """
@@ -27,6 +28,11 @@ class RuleError(RewriteError):
 
 class VerificationError(RewriteError):
     """A rule proof or a differential check failed."""
+
+
+class UncheckableError(VerificationError):
+    """The input model loads in ONNX Runtime but runs on none of the generated inputs, and no
+    user inputs were given: nothing can be compared, though the model itself may be valid."""
 
 
 class ExtractionError(RewriteError):

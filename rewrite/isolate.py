@@ -32,6 +32,7 @@ from multiprocessing.context import ForkServerContext, ForkServerProcess
 from pathlib import Path
 from typing import Any
 
+from rewrite.files import current_umask
 from rewrite.limits import cap_address_space
 
 _PRELOAD = [
@@ -135,6 +136,9 @@ class Job:
     hard_memory_mb: float | None
     stderr_path: str
     env: dict[str, str | None] = field(default_factory=dict)
+    umask: int | None = None
+    """The parent's umask, for the files the job writes (a forkserver child otherwise has the
+    fork server's, from when it started)."""
 
 
 @dataclass
@@ -163,6 +167,8 @@ def _worker_main(job: Job, conn: multiprocessing.connection.Connection) -> None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    if job.umask is not None:
+        os.umask(job.umask)
     fd = os.open(job.stderr_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 2)
     os.close(fd)
@@ -209,7 +215,7 @@ class Worker:
         self.conn, child = ctx.Pipe(duplex=False)
         self.outcome = Outcome()
         env = {key: os.environ.get(key) for key in _PASSED_ENV}
-        job = Job(run, args, hard_memory_mb, self.stderr_path, env)
+        job = Job(run, args, hard_memory_mb, self.stderr_path, env, current_umask())
         self.proc = _Process(target=_worker_main, args=(job, child), daemon=True)
         try:
             self.proc.start()

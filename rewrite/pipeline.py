@@ -116,7 +116,7 @@ def optimize(
     with staging(dst) as tmpdir:
         staged = tmpdir / dst.name
         result, failure, timed_out = _execute(
-            _OPTIMIZE_JOB, (src, staged, opts, deadline, stat), opts, report, kill_at
+            _OPTIMIZE_JOB, (src, dst, staged, opts, deadline, stat), opts, report, kill_at
         )
         if result is None:  # the worker died or was stopped: write the input graph
             limit = "time_limit" if timed_out else None
@@ -126,9 +126,11 @@ def optimize(
                 f"without a result: {failure}; input graph written instead"
             )
             clear(tmpdir)
-            result, failure, _ = _execute(_FALLBACK_JOB, (src, staged, stat), opts, report, None)
+            job = (src, dst, staged, stat)
+            result, failure, _ = _execute(_FALLBACK_JOB, job, opts, report, None)
             if result is None:
                 raise ModelError(f"{src}: the input graph could not be written either: {failure}")
+        result = _user_paths(result, staged, dst)
         if result.error is not None:
             raise result.error
         _merge(report, result)
@@ -195,6 +197,7 @@ def _merge(report: Report, result: JobResult) -> None:
         "verification",
         "rules_refused",
         "rules_verified",
+        "rule_effects",
     ):
         value = getattr(part, name)
         if name != "saturation" or value or not report.saturation:
@@ -204,6 +207,32 @@ def _merge(report: Report, result: JobResult) -> None:
     report.warnings.extend(part.warnings)
     if report.saturation:
         report.saturation["worker_peak_rss_mb"] = round(result.peak_rss_mb, 1)
+
+
+def _user_paths(result: JobResult, staged: Path, dst: Path) -> JobResult:
+    """`result` with the staging file's path replaced by the user's output path wherever a
+    message or a report field (e.g. the differential check's `candidate`) names it: the user
+    never sees the staging folder."""
+    names = [(str(staged), str(dst)), (str(staged.parent), str(dst.parent))]
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            for old, new in names:
+                value = value.replace(old, new)
+            return value
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        return value
+
+    part = result.report
+    for name in ("verification", "warnings", "notes", "extraction", "saturation"):
+        setattr(part, name, fix(getattr(part, name)))
+    error = result.error
+    if error is not None and fix(str(error)) != str(error):
+        error.args = (fix(str(error)),)
+    return result
 
 
 def _stat(p: Path) -> tuple[int, int, int]:

@@ -18,12 +18,10 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 from rewrite.egraph.decode import decode
 from rewrite.egraph.encode import encode
 from rewrite.egraph.snapshot import take_snapshot
-from rewrite.errors import ModelError, RewriteError
+from rewrite.errors import ModelError, RewriteError, UncheckableError
 from rewrite.estimates import POST_SECONDS_PER_NODE, post_seconds, weights_mb
 from rewrite.extract.check import check_choice
 from rewrite.extract.cost import CPU, CUDA, cost_by_op, graph_cost, node_costs
@@ -31,16 +29,19 @@ from rewrite.extract.greedy import greedy
 from rewrite.extract.snapshot import Choice, ENode, Snapshot
 from rewrite.isolate import in_worker
 from rewrite.limits import Deadline, peak_rss_mb
-from rewrite.onnx_io import load, save
+from rewrite.onnx_io import load
 from rewrite.onnx_io.concrete import sizing_types
+from rewrite.onnx_io.feeds import load_inputs
 from rewrite.onnx_io.graph import Graph
+from rewrite.onnx_io.inputs import Feed
 from rewrite.pipeline import JobResult, Options, _first_line, _stat, default_rulesets
+from rewrite.provenance import rule_effects
 from rewrite.publish import clear
 from rewrite.report import STATUS_FALLBACK, STATUS_OPTIMIZED, Report
 from rewrite.rules.fold import fold_constants
 from rewrite.rules.saturate import saturate
+from rewrite.saving import Saver
 from rewrite.verify.differential import DiffResult, differential
-from rewrite.verify.inputs import load_inputs
 
 TARGETS = {"cpu": CPU, "cuda": CUDA}
 _KEPT: list[object] = []
@@ -69,6 +70,7 @@ class _Clock:
 
 def optimize_job(
     src: Path,
+    dst: Path,
     staged: Path,
     opts: Options,
     deadline: Deadline,
@@ -77,9 +79,11 @@ def optimize_job(
     progress: Callable[[str], None],
 ) -> JobResult:
     """Load, optimize, save the result to `staged` and verify it; where that fails, save the
-    input graph to `staged` instead. A model that cannot be read comes back as `error`."""
-    report = Report(str(src), str(staged))
+    input graph to `staged` instead. A model that cannot be read comes back as `error`.
+    Messages name `dst` (the output path asked for), never `staged` (`rewrite.saving`)."""
+    report = Report(str(src), str(dst))
     clock = _Clock(report, progress)
+    saver = Saver(src, dst, staged, report)
     try:
         with clock.stage("load"):
             graph = _load(src, stat)
@@ -94,7 +98,7 @@ def optimize_job(
         release = weights_mb(graph) >= RELEASE_MB
         if in_worker() and not release:
             _KEPT.extend((graph, optimized))
-        saved = optimized is not None and _save_optimized(optimized, src, staged, report, clock)
+        saved = optimized is not None and _save_optimized(optimized, saver, clock)
         nodes_after = optimized.op_counts() if saved and optimized is not None else {}
         if saved and release:  # written: free the weights before ORT loads both models
             del graph, optimized
@@ -106,11 +110,13 @@ def optimize_job(
             if saved and release:  # freed above: read the input again
                 with clock.stage("load"):
                     graph = _load(src, stat)
-            _save_input(graph, src, staged, clock)
+            with clock.stage("save"):
+                saver.save_input(graph)
             report.status = STATUS_FALLBACK
             report.nodes_after = graph.op_counts()
             report.cost_after_us = report.cost_before_us
             report.cost_by_op = {op: [b, b] for op, (b, _) in report.cost_by_op.items()}
+            report.rule_effects = {}  # the input graph was written: no rule made it in
     except RewriteError as e:
         return JobResult(report, e, peak_rss_mb())
     return JobResult(report, None, peak_rss_mb())
@@ -137,15 +143,21 @@ def _gate_rules(opts: Options, report: Report, clock: _Clock) -> Options:
 
 
 def fallback_job(
-    src: Path, staged: Path, stat: tuple[int, int, int], *, progress: Callable[[str], None]
+    src: Path,
+    dst: Path,
+    staged: Path,
+    stat: tuple[int, int, int],
+    *,
+    progress: Callable[[str], None],
 ) -> JobResult:
     """Load the input and save its graph to `staged` (after the optimizing worker died)."""
-    report = Report(str(src), str(staged))
+    report = Report(str(src), str(dst))
     clock = _Clock(report, progress)
     try:
         with clock.stage("load"):
             graph = _load(src, stat)
-        _save_input(graph, src, staged, clock)
+        with clock.stage("save"):
+            Saver(src, dst, staged, report).save_input(graph)
     except RewriteError as e:
         return JobResult(report, e, peak_rss_mb())
     report.status = STATUS_FALLBACK
@@ -154,43 +166,27 @@ def fallback_job(
     return JobResult(report, None, peak_rss_mb())
 
 
-def _save_input(graph: Graph, src: Path, staged: Path, clock: _Clock) -> None:
-    """Save the input graph to `staged`; any failure is a ModelError (nothing is written)."""
+def _save_optimized(optimized: Graph, saver: Saver, clock: _Clock) -> bool:
+    """Save `optimized` to the staging file; False (and a warning) if it is rejected."""
     with clock.stage("save"):
-        try:
-            save(graph, staged, source=src)
-        except ModelError:
-            raise
-        except Exception as e:
-            raise ModelError(
-                f"{src}: the input graph cannot be written back ({type(e).__name__}: "
-                f"{_first_line(e)})"
-            ) from e
-
-
-def _save_optimized(
-    optimized: Graph, src: Path, staged: Path, report: Report, clock: _Clock
-) -> bool:
-    """Save `optimized` to `staged`; False (and a warning) if it is rejected."""
-    try:
-        with clock.stage("save"):
-            save(optimized, staged, source=src)
-    except Exception as e:  # ModelError (the checker), or protobuf refusing to serialize
-        why = e if isinstance(e, ModelError) else f"{type(e).__name__}: {_first_line(e)}"
-        report.warnings.append(f"optimized model rejected, input graph written instead: {why}")
-        return False
-    return True
+        return saver.save_optimized(optimized)
 
 
 def _verified(src: Path, staged: Path, opts: Options, report: Report, clock: _Clock) -> bool:
     """Check the model saved at `staged` against `src` (both read from disk by ORT); False (and
-    a warning) if it is rejected. Raises RewriteError when `src` itself cannot be run."""
+    a warning) if it is rejected, or if `src` runs on none of the generated inputs (the
+    warning says to pass --inputs). Raises RewriteError when `src` cannot be loaded in ONNX
+    Runtime or fails on the user's inputs."""
     if not opts.verify:
         report.verification = {"ok": None, "summary": "skipped (--no-verify)"}
         return True
     with clock.stage("verify"):
         try:
             result = _differential(src, staged, opts)
+        except UncheckableError as e:
+            report.verification = {"ok": False, "summary": f"could not run: {e}"}
+            report.warnings.append(f"{e}; input graph written instead")
+            return False
         except RewriteError:
             raise
         except Exception as e:  # e.g. inputs too large to sample: nothing was verified
@@ -282,6 +278,7 @@ def _optimize_graph(
             seconds_per_node=per_node,
         )
     report.saturation = stats.to_json()
+    report.warnings += stats.refused  # rules egglog refused, each left out alone
     with clock.stage("snapshot"):
         snap = take_snapshot(enc)
     report.egraph = {
@@ -300,6 +297,9 @@ def _optimize_graph(
             op: [round(by_op0.get(op, 0.0), 3), round(by_op.get(op, 0.0), 3)]
             for op in sorted(set(by_op0) | set(by_op))
         }
+        report.rule_effects = rule_effects(
+            (before, choice0, costs0), (snap, choice, costs), rulesets, stats.matches
+        )
     with clock.stage("decode"):
         out = decode(enc, snap, choice)
     if opts.fold and rulesets:
@@ -335,8 +335,9 @@ def _extract(
 
 def _load(src: Path, stat: tuple[int, int, int] | None = None) -> Graph:
     """`load`, plus what it does not yet refuse: names that are not UTF-8 (protobuf hands them
-    over as bytes), and a file that changed since `stat` was taken. Any other exception while
-    reading the file is a model we cannot read."""
+    over as bytes), initializers without their data (`Graph.require_data`), and a file that
+    changed since `stat` was taken. Any other exception while reading the file is a model we
+    cannot read."""
     if stat is not None and _stat(src) != stat:
         raise ModelError(f"{src}: the file changed while it was being optimized")
     try:
@@ -355,11 +356,12 @@ def _load(src: Path, stat: tuple[int, int, int] | None = None) -> Graph:
     for value in [*graph.inputs, *graph.outputs, *graph.initializers]:
         if not isinstance(value, str):
             raise ModelError(f"{src}: a graph value name is not UTF-8: {value!r}")
+    graph.require_data()
     return graph
 
 
 def _differential(src: Path, staged: Path, opts: Options) -> DiffResult:
-    feeds: list[dict[str, np.ndarray]] = []
+    feeds: list[dict[str, Feed]] = []
     if opts.inputs:
         feeds.append(load_inputs(opts.inputs, str(src)))
     # calibrate: an output's atol widens to 4x ORT's own noise (ENABLE_ALL vs DISABLE_ALL)

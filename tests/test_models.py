@@ -1,7 +1,7 @@
 """Issue-level acceptance: real models through the whole pipeline.
 
-Every `onnx/backend/test/data/light` model (always) and every corpus model (when
-`REWRITE_CORPUS` names a folder of materialized corpus models; `make test-corpus` sets it):
+Every `onnx/backend/test/data/light` model (always) and every corpus model (slow; in
+`tests.conftest.CORPUS`, which `make test-corpus` fills; skipped without it, failed in CI):
 exit status 0, the output passes the full checker and loads in ORT, the differential check
 passes, the node count is not above the input file's, and the report is written. With no
 rules, every output is bit-identical to the input's.
@@ -10,7 +10,6 @@ rules, every output is bit-identical to the input's.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import onnx
@@ -19,11 +18,11 @@ import pytest
 
 from rewrite.cli import main
 from rewrite.verify import differential
+from tests.conftest import corpus_models, require
 
 LIGHT = Path(onnx.__file__).parent / "backend/test/data/light"
 LIGHT_MODELS = sorted(LIGHT.glob("*.onnx"))
-CORPUS = Path(os.environ.get("REWRITE_CORPUS", "/nonexistent"))
-CORPUS_MODELS = sorted(CORPUS.glob("*.onnx")) if CORPUS.is_dir() else []
+CORPUS_MODELS = corpus_models()
 
 
 def _node_count(path: Path) -> int:
@@ -67,13 +66,13 @@ def test_no_rules_is_bit_identical(model: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("model", CORPUS_MODELS, ids=lambda p: p.stem)
 def test_corpus_model_optimizes_and_verifies(model: Path, tmp_path: Path) -> None:
-    report = _optimize_and_check(model, tmp_path)
+    report = _optimize_and_check(require(model), tmp_path)
     assert report["stages"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", CORPUS_MODELS, ids=lambda p: p.stem)
 def test_corpus_no_rules_is_bit_identical(model: Path, tmp_path: Path) -> None:
-    _optimize_and_check(model, tmp_path, "--no-rules", "--no-verify")
+    _optimize_and_check(require(model), tmp_path, "--no-rules", "--no-verify")
     result = differential(str(model), str(tmp_path / "out.onnx"), trials=1)
     assert result.ok and all(o.bit_identical for o in result.outputs), result.summary()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -9,9 +11,10 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
+from rewrite.cli import main
 from rewrite.pipeline import Options, optimize
 from rewrite.report import STATUS_FALLBACK, STATUS_OPTIMIZED
-from rewrite.rules import Rewrite, RuleSet, Tensor, rewrite
+from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
 
 UNSOUND = RuleSet("unsound")
 
@@ -20,6 +23,15 @@ UNSOUND = RuleSet("unsound")
 def neg_is_identity(x: Tensor) -> Rewrite:
     """Neg(x) = x   (false: a deliberately wrong rule)"""
     return rewrite(-x).to(x)
+
+
+RELU_WRONG = RuleSet("relu_wrong")
+
+
+@RELU_WRONG.rule
+def relu_is_identity(x: Tensor) -> Rewrite:
+    """Relu(x) = x   (false for negative x only: a deliberately wrong rule)"""
+    return rewrite(op.Relu(x)).to(x)
 
 
 def _neg_model(path: Path) -> None:
@@ -83,3 +95,88 @@ def test_unsound_rule_is_refused_before_use_with_its_counterexample(tmp_path: Pa
         "neg_is_identity (test_pipeline.py:" in w and "refuted" in w for w in report.warnings
     )
     assert report.saturation.get("rule_matches", {}).get("neg_is_identity", 0) == 0
+
+
+# -- the differential check runs the optimized model, not the input again -----------------------
+
+WRONG_RULE_FILE = """
+from rewrite.rules import Rewrite, RuleSet, Tensor, rewrite
+
+WRONG = RuleSet("wrong")
+
+
+@WRONG.rule
+def neg_is_identity(x: Tensor) -> Rewrite:
+    \"\"\"Neg(x) = x   (false)\"\"\"
+    return rewrite(-x).to(x)
+"""
+
+
+def _two_outputs(path: Path) -> None:
+    """y = Relu(Neg(x)) (the wrong rule changes it), z = Sigmoid(x) (untouched)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("y", "z")]
+    nodes = [
+        helper.make_node("Neg", ["x"], ["n"], name="neg"),
+        helper.make_node("Relu", ["n"], ["y"], name="relu"),
+        helper.make_node("Sigmoid", ["x"], ["z"], name="sigmoid"),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], outs), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    onnx.save(model, path)
+
+
+def test_cli_with_a_trusted_wrong_rule_writes_the_input_graph_and_exits_3(tmp_path: Path) -> None:
+    """Through the CLI: the rewritten model differs in one of two outputs; the check (which
+    must run the rewritten file, not the input twice) catches it and names that output."""
+    src, dst, rep = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "report.json"
+    rules = tmp_path / "wrong.py"
+    rules.write_text(WRONG_RULE_FILE)
+    _two_outputs(src)
+    argv = ["optimize", str(src), str(dst), "--rules", str(rules), "--ruleset", "wrong"]
+    assert main([*argv, "--trust-rules", "--report", str(rep), "-q"]) == 3
+    report = json.loads(rep.read_text())
+    assert report["status"] == "fallback" and report["verification"]["ok"] is False
+    assert report["saturation"]["rule_matches"]["neg_is_identity"] > 0
+    verdicts = {o["name"]: o["ok"] for o in report["verification"]["outputs"]}
+    assert verdicts == {"y": False, "z": True}
+    assert report["verification"]["candidate"] == str(dst)
+    x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
+    for a, b in zip(_run_all(dst, x), _run_all(src, x), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert [n.op_type for n in onnx.load(dst).graph.node] == ["Neg", "Relu", "Sigmoid"]
+
+
+def _run_all(path: Path, x: np.ndarray) -> list[np.ndarray]:
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})
+
+
+def _relu_model(path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    onnx.save(model, path)
+
+
+def test_user_inputs_alone_decide_the_check(tmp_path: Path) -> None:
+    """With no random trials, the check runs both models on the user's inputs only: a rule
+    wrong for negative values passes on positive inputs and is caught on negative ones."""
+    src = tmp_path / "in.onnx"
+    _relu_model(src)
+    wrong = Options(rulesets=[RELU_WRONG], prove_rules=False, trials=0)
+    for sign, status in ((1.0, STATUS_OPTIMIZED), (-1.0, STATUS_FALLBACK)):
+        npz, dst = tmp_path / f"x{sign:+.0f}.npz", tmp_path / f"out{sign:+.0f}.onnx"
+        np.savez(npz, x=np.full((2, 3), sign, np.float32))
+        report = optimize(src, dst, replace(wrong, inputs=str(npz)))
+        assert report.saturation["rule_matches"]["relu_is_identity"] > 0
+        assert report.status == status, report.warnings
+        assert report.verification["ok"] is (status == STATUS_OPTIMIZED)
+        assert report.verification["trials"] == 1
+    # what was written as optimized really is the wrong rewrite: the check saw that file
+    assert [n.op_type for n in onnx.load(tmp_path / "out+1.onnx").graph.node] in ([], ["Identity"])
+    assert [n.op_type for n in onnx.load(tmp_path / "out-1.onnx").graph.node] == ["Relu"]

@@ -1,9 +1,13 @@
-"""The README's rule file, copied from the README as it stands, fires and is reported by name."""
+"""The README as it stands: its rule file fires and is reported by name; its sample output is
+what `make demo` prints (numbers that vary by machine masked)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import onnx
@@ -43,3 +47,64 @@ def test_readme_rule_file_fires_and_shows_in_the_report(tmp_path: Path) -> None:
     report = json.loads(rep.read_text())
     assert report["rules_applied"].get("relu_relu", 0) > 0
     assert [n.op_type for n in onnx.load(dst).graph.node] == ["Relu"]
+
+
+# -- the sample output --------------------------------------------------------------------
+
+MASKS = (
+    (re.compile(r"max_abs \S+(?= on )"), "max_abs <n>"),
+    (re.compile(r"\d+ bit-identical"), "<n> bit-identical"),
+    (re.compile(r"\d+ from the cache"), "<n> from the cache"),
+    (re.compile(r"[+-]?\d[\d,]*\.\d+(?:e[+-]?\d+)?|[+-]?\d[\d,]*(?= us\b)"), "<n>"),
+)
+"""What differs between machines and runs, masked before comparing (in this order): the
+differential check's worst error and how many outputs were bit-identical (float kernels differ
+by CPU), how many proofs came from the cache, every decimal number (ratios, seconds, stage
+times) and every µs value. Node counts, rule names, ops, labels and the order of everything
+stay and must match."""
+
+
+def mask(text: str) -> list[str]:
+    lines = []
+    for line in text.strip().splitlines():
+        for pattern, replacement in MASKS:
+            line = pattern.sub(replacement, line)
+        lines.append(line)
+    return lines
+
+
+def readme_sample_output() -> str:
+    """The block after the README's `rewrite optimize in.onnx out.onnx --report ...` one."""
+    text = README.read_text()
+    command = "```bash\n.venv/bin/rewrite optimize in.onnx out.onnx --report report.json\n```\n"
+    block = re.match(r"\s*```\n(.*?)```", text[text.index(command) + len(command) :], flags=re.S)
+    assert block is not None, "no output block after the README's optimize command"
+    return block.group(1)
+
+
+def demo_command() -> list[str]:
+    """`make demo`'s `rewrite optimize` command line, from the Makefile."""
+    text = (README.parent / "Makefile").read_text().replace("\\\n", " ")
+    recipe = text[text.index("\ndemo:") :]
+    (line,) = [ln for ln in recipe.splitlines() if "rewrite optimize" in ln][:1]
+    return line.replace("$(VENV)", ".venv").split()
+
+
+def test_readme_sample_output_is_what_make_demo_prints(tmp_path: Path) -> None:
+    argv = demo_command()
+    assert argv[:3] == [".venv/bin/rewrite", "optimize", "examples/models/tiny_bert_block.onnx"]
+    # Same relative paths as `make demo`, in a scratch folder: the first line names them.
+    (tmp_path / "examples" / "models").mkdir(parents=True)
+    (tmp_path / argv[2]).symlink_to(README.parent / argv[2])
+    (tmp_path / "out").mkdir()
+    env = {**os.environ, "REWRITE_COST_TABLE": "default"}  # the shipped table, not a calibration
+    run = subprocess.run(
+        [sys.executable, "-m", "rewrite.cli", *argv[1:]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert mask(readme_sample_output()) == mask(run.stdout)

@@ -34,14 +34,12 @@ this machine (`refit.py`), keeping the globals and every other key.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -305,6 +303,12 @@ def measure(
     return samples, node_us
 
 
+def check_out(out: Path | None) -> None:
+    """Raise RewriteError if `out` cannot be a calibration table's file path (before timing)."""
+    if out is not None and (out.is_dir() or (out.parent.exists() and not out.parent.is_dir())):
+        raise RewriteError(f"{out}: cannot write the calibration table there (not a file path)")
+
+
 def calibrate(
     target: str = "cpu",
     *,
@@ -324,8 +328,7 @@ def calibrate(
         raise RewriteError(f"unknown target {target!r}; known: {', '.join(EP_OF)}")
     if threads < 1:
         raise RewriteError(f"--threads must be >= 1, not {threads}")
-    if out is not None and (out.is_dir() or (out.parent.exists() and not out.parent.is_dir())):
-        raise RewriteError(f"{out}: cannot write the calibration table there (not a file path)")
+    check_out(out)
     samples, node_us = measure(target, threads, quick, rounds=rounds)
     table = build_table(samples, target, threads, node_us)
     table.fit["quick"] = quick
@@ -352,45 +355,3 @@ def summary(table: CalibrationTable, path: Path) -> str:
         "multipliers: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(table.coeffs.items())),
     ]
     return "\n".join(lines)
-
-
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    """`rewrite calibrate`: measure, fit, write the table, print a summary; 0 on success."""
-    out = Path(args.out) if getattr(args, "out", None) else None
-    if getattr(args, "only", None):
-        from rewrite.extract.refit import cmd_refit  # refit imports this module
-
-        return cmd_refit(args)
-    table = calibrate(
-        args.target, threads=args.threads, quick=args.quick, out=out, rounds=args.rounds
-    )
-    print(summary(table, out or cache_path(table.key)))
-    return 0
-
-
-def add_calibrate_parser(subparsers: Any) -> None:
-    """Register `calibrate` on the CLI's subparsers (sets `func=cmd_calibrate`)."""
-    p = subparsers.add_parser(
-        "calibrate",
-        help="time ORT on this machine and fit the cost model",
-        description="Time single-op ORT sessions and fit the cost model's numbers; the table "
-        "is cached per machine, ORT version, EP and thread count and used by `optimize`.",
-    )
-    p.add_argument("--target", choices=sorted(EP_OF), default="cpu", help="EP (default cpu)")
-    p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
-    p.add_argument("--quick", action="store_true", help="a handful of cases (seconds; tests)")
-    p.add_argument("--out", metavar="JSON", help="write here instead of the user cache")
-    p.add_argument(
-        "--rounds",
-        type=int,
-        metavar="N",
-        help="interleaved timing rounds (default 15; 5 with --quick; 200 with --only)",
-    )
-    p.add_argument(
-        "--only",
-        metavar="OP",
-        action="append",
-        help="time only OP's cases and refit only its multipliers in --base (repeatable)",
-    )
-    p.add_argument("--base", metavar="JSON", help="table --only refits (default: the shipped one)")
-    p.set_defaults(func=cmd_calibrate)

@@ -25,7 +25,6 @@ the measured time with the predictions before and after (`refit_summary` prints 
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import math
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from rewrite.errors import RewriteError
-from rewrite.extract.calibrate import RIDGE, Sample, measure, predict, summary
+from rewrite.extract.calibrate import RIDGE, Sample, measure, predict
 from rewrite.extract.table import DEFAULTS, CalibrationTable, cache_path, load_table, machine_key
 
 
@@ -224,17 +223,3 @@ def refit_summary(table: CalibrationTable) -> str:
             f"predicted {old:.1f} -> {new:.1f} us"
         )
     return "\n".join(lines)
-
-
-def cmd_refit(args: argparse.Namespace) -> int:
-    """`rewrite calibrate --only OP ...`: refit, write the table, print both summaries."""
-    table, path = refit(
-        args.only,
-        args.target,
-        threads=args.threads,
-        base=Path(args.base) if args.base else None,
-        out=Path(args.out) if args.out else None,
-        rounds=args.rounds or ROUNDS,
-    )
-    print(summary(table, path) + "\n" + refit_summary(table))
-    return 0

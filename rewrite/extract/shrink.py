@@ -215,9 +215,18 @@ class _Shrinker:
         self.dirty.discard(cid)  # its own removals need no second look
 
     def substitute(self, cid: int, n: int, *, fixed: bool) -> None:
-        """Class `cid` (single node `n`) leaves; its users need n's children instead."""
+        """Class `cid` (single node `n`) leaves; its users need n's children instead.
+
+        A user q in a class n needs is on a cycle q -> cid -> q's class: it goes first. When
+        that empties a class n needs (an unfounded cycle, with `unusable` not run), n and
+        `cid` go with it and nothing is substituted.
+        """
         p = self.p
         stand_in = p.kids[n]
+        for q in [q for q in self.parents[cid] if p.owner[q] in stand_in]:
+            self.remove_node(q, "unusable_nodes")
+        if n not in p.classes.get(cid, ()):
+            return
         if fixed:
             p.fixed.update(p.picks[n])
             p.offset += p.cost[n]
@@ -225,9 +234,6 @@ class _Shrinker:
                 if k not in p.required:
                     self.require(k)
         for q in list(self.parents[cid]):
-            if p.owner[q] in stand_in:  # q -> cid -> q's class: a cycle, never chosen
-                self.remove_node(q, "unusable_nodes")
-                continue
             if not fixed:
                 p.cost[q] += p.cost[n]
                 p.picks[q] = p.picks[q] + p.picks[n]

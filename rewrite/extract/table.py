@@ -21,12 +21,12 @@ import math
 import os
 import platform
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from rewrite.files import atomic_text
 from rewrite.paths import user_cache_dir
 
 SCHEMA = 1
@@ -154,18 +154,12 @@ class CalibrationTable:
                    created=str(data.get("created", "")), **nums)  # fmt: skip
 
     def save(self, path: Path) -> Path:
-        """Write atomically (temp file in the same folder, then rename); returns `path`."""
+        """Write atomically (temp file in the same folder, then rename), mode 0666 & ~umask
+        (`rewrite.files`); returns `path`."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            os.chmod(tmp, 0o644)  # a cache file, and the shipped default: world-readable
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.to_json(), f, indent=1, sort_keys=True)
-                f.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_text(path) as f:
+            json.dump(self.to_json(), f, indent=1, sort_keys=True)
+            f.write("\n")
         return path
 
 

@@ -2,7 +2,7 @@
 
 `observed_types(path, dims)` runs the model once in ONNX Runtime (optimizations off, every
 main-graph value an output) on seeded inputs whose symbolic dims take the sizes in `dims`
-(`verify.inputs.make_inputs`), and returns each value's dtype and shape as the run shows them.
+(`onnx_io.inputs.make_inputs`), and returns each value's dtype and shape as the run shows them.
 ONNX shape inference cannot do this: it loses sizes in the `Shape -> Gather -> Range/Slice`
 chains exporters write for dynamic axes (on bert_dynamic it resolves 8 of 506 symbolic
 values; this run resolves all of them), and in the `Pad` sizes vision exporters compute
@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 
 from rewrite.onnx_io.graph import Graph
+from rewrite.onnx_io.inputs import Feed, make_inputs
 from rewrite.onnx_io.shapes import PROTO_LIMIT, first_line
 from rewrite.ops.base import TensorType
 
@@ -35,13 +36,11 @@ AUTO_SIZING_ELEMENTS = 256 * 2**20
 def observed_types(
     path: str | Path,
     dims: Mapping[str, int],
-    feeds: Mapping[str, np.ndarray] | None = None,
+    feeds: Mapping[str, Feed] | None = None,
 ) -> tuple[dict[str, TensorType], str]:
     """(value name -> static type seen in one ORT run at `dims`, note); see the module doc.
     `feeds`: run on these inputs instead of seeded ones at `dims`."""
-    import onnxruntime as ort
-
-    from rewrite.verify.inputs import make_inputs
+    import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type hints
 
     try:
         model = onnx.load(str(path))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from rewrite.errors import ModelError
 from rewrite.ops.base import TensorType
 
 
@@ -141,6 +143,35 @@ class Graph:
 
     def name(self) -> str:
         return str(self.path) if self.path else (self.header.graph.name or "<model>")
+
+    def require_data(self) -> None:
+        """Raise ModelError naming the first initializer whose dims declare elements but which
+        holds no values (a hollow model, or weights stripped from the file): folding, encoding
+        and saving read every initializer. `load` accepts such models; their graph is whole."""
+        for name, t in self.initializers.items():
+            if name in self._arrays or has_data(t) or not all(t.dims):
+                continue
+            raise ModelError(
+                f"{self.name()}: tensor '{name}' declares dims {list(t.dims)} but holds no "
+                "data: the model's weights are missing (a hollow file, or external data "
+                "that was not kept)"
+            )
+
+
+def has_data(t: onnx.TensorProto) -> bool:
+    """Whether `t` holds values inline (raw or typed fields; external data once loaded).
+
+    protobuf copies `raw_data` on every read, so a set `raw_data` is read (to see that it is
+    not empty) only for tensors of at most 4096 elements; `load` refuses a bigger tensor whose
+    data is too short for its dims.
+    """
+    if t.HasField("raw_data"):
+        return prod(t.dims) > 4096 or len(t.raw_data) > 0
+    return any(
+        len(getattr(t, f))
+        for f in ("float_data", "int32_data", "string_data", "int64_data", "double_data",
+                  "uint64_data")
+    )  # fmt: skip
 
 
 def release_pages(*arrays: np.ndarray) -> None:

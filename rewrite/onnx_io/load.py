@@ -17,7 +17,8 @@ from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from onnx import external_data_helper, numpy_helper, version_converter
 
 from rewrite.errors import ModelError
-from rewrite.onnx_io.graph import Graph, Node
+from rewrite.onnx_io.graph import Graph, Node, has_data
+from rewrite.onnx_io.scan8 import keep_scan_batch
 from rewrite.onnx_io.shapes import (
     PROTO_LIMIT,
     check_size,
@@ -161,10 +162,10 @@ def _check_inline_sizes(model: onnx.ModelProto, where: str) -> None:
     Shape inference and numpy would otherwise try to materialize them: a 400-byte file whose
     tensor declares dims [2**31] makes onnx's shape inference allocate 16 GB. Every element
     takes at least half a byte (raw or typed fields), so numel > 2 * ByteSize is impossible.
-    Tensors with no data at all (hollow corpus stubs) are left to the later checks.
+    Tensors with no data at all (hollow corpus stubs) load: `Graph.require_data` refuses them.
     """
     for t in _all_tensors(model.graph):
-        if external_data_helper.uses_external_data(t) or not _has_data(t):
+        if external_data_helper.uses_external_data(t) or not has_data(t):
             continue
         if any(d < 0 for d in t.dims):
             raise ModelError(f"{where}: tensor '{t.name}' has a negative dim {list(t.dims)}")
@@ -174,14 +175,6 @@ def _check_inline_sizes(model: onnx.ModelProto, where: str) -> None:
                 f"{where}: tensor '{t.name}' declares dims {list(t.dims)} ({numel} elements) "
                 f"but holds only {t.ByteSize()} bytes"
             )
-
-
-def _has_data(t: onnx.TensorProto) -> bool:
-    return bool(t.raw_data) or any(
-        len(getattr(t, f))
-        for f in ("float_data", "int32_data", "string_data", "int64_data", "double_data",
-                  "uint64_data")
-    )  # fmt: skip
 
 
 def _load_external_data(
@@ -303,6 +296,8 @@ def _upgrade(
         try:
             converted = version_converter.convert_version(light, target)
             restore_stubs(converted, model)
+            if opset < 9:  # the converter drops Scan-8's batch axis from the interface only
+                keep_scan_batch(light, converted, where)
             if converted.ByteSize() < PROTO_LIMIT:
                 onnx.checker.check_model(converted)
         except Exception as e:  # the converter fails with bare C++ assertions

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -28,6 +27,8 @@ from google.protobuf.message import Message  # type: ignore[import-untyped]
 from onnx import numpy_helper
 
 from rewrite.errors import ModelError
+from rewrite.files import make_temp
+from rewrite.onnx_io.check import CHECKS, CheckerError
 from rewrite.onnx_io.graph import Graph, Node
 from rewrite.onnx_io.shapes import copy_fields, first_line
 
@@ -90,18 +91,24 @@ def save(
     *,
     source: str | Path | None = None,
     external: bool | None = None,
+    check: str = "full",
+    name: str | Path | None = None,
 ) -> None:
-    """Write `graph` to `path` atomically and check it with `onnx.checker` (full check).
+    """Write `graph` to `path` atomically and check it with `onnx.checker` at level `check`
+    (CHECKS: the full check by default).
 
     Refuses (ModelError) to write over `source` or over the file `graph` was loaded from,
     into a folder that does not exist or is not writable, or onto a directory. Models over
     EXTERNAL_THRESHOLD bytes (or any, with `external=True`) are written with their weights in
     `NAME.data` next to `path`. If the checker rejects the model nothing is left behind and
-    ModelError carries the checker's first line; on any exception (KeyboardInterrupt included)
-    the temporary files are removed and the destination is untouched.
+    CheckerError carries the checker's first line; on any exception (KeyboardInterrupt included)
+    the temporary files are removed and the destination is untouched. Messages start with
+    `name` (the path the user asked for, when `path` is a staging file), else `path`.
     """
+    if check not in CHECKS:
+        raise ValueError(f"check must be one of {CHECKS}, not {check!r}")
     out = Path(os.path.abspath(path))
-    where = str(path)
+    where = str(path if name is None else name)
     data_path = out.with_name(out.name + ".data")
     for src in (source, graph.path):
         if src is not None and (_same(out, Path(src)) or _same(data_path, Path(src))):
@@ -122,9 +129,9 @@ def save(
     temps: list[Path] = []
     try:
         if external:
-            _write_external(skeleton, tensors, out, data_path, where, temps)
+            _write_external(skeleton, tensors, out, data_path, where, temps, check)
         else:
-            _write_single(skeleton, tensors, out, where, temps)
+            _write_single(skeleton, tensors, out, where, temps, check)
     finally:
         for t in temps:
             with contextlib.suppress(FileNotFoundError):
@@ -137,6 +144,7 @@ def _write_single(
     out: Path,
     where: str,
     temps: list[Path],
+    check: str,
 ) -> None:
     """The whole model in one file, written tensor by tensor (see the module docstring)."""
     tmp = _temp(out, ".tmp", where, temps)
@@ -163,7 +171,7 @@ def _write_single(
         yield graph_tail + tail
 
     _write_bytes(tmp, chunks())
-    _check(tmp, where)
+    _check(tmp, where, check)
     os.replace(tmp, out)
 
 
@@ -174,6 +182,7 @@ def _write_external(
     data_path: Path,
     where: str,
     temps: list[Path],
+    check: str,
 ) -> None:
     """Weights to a temp data file tensor by tensor, the model (with stubs) to a temp file;
     check both; rename both."""
@@ -196,7 +205,7 @@ def _write_external(
         os.fsync(f.fileno())
     tmp = _temp(out, ".tmp", where, temps)
     _write_bytes(tmp, [skeleton.SerializeToString()])
-    _check(tmp, where)
+    _check(tmp, where, check)
     for stub in stubs:
         for entry in stub.external_data:
             if entry.key == "location":
@@ -292,17 +301,12 @@ def _field_size(number: int, size: int) -> int:
 
 
 def _temp(out: Path, suffix: str, where: str, temps: list[Path]) -> Path:
-    """A new empty file in out's folder, registered for removal; mode as for a new file."""
+    """A new empty file in out's folder, registered for removal; mode 0666 & ~umask."""
     try:
-        fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=suffix)
+        tmp = make_temp(out.parent, prefix=f".{out.name}.", suffix=suffix)
     except OSError as e:
-        raise ModelError(f"{where}: cannot write in '{out.parent}': {e.strerror or e}") from e
-    os.close(fd)
-    tmp = Path(name)
+        raise ModelError(f"{where}: cannot write in its folder: {e.strerror or e}") from e
     temps.append(tmp)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
     return tmp
 
 
@@ -314,11 +318,16 @@ def _write_bytes(path: Path, chunks: Iterable[bytes]) -> None:
         os.fsync(f.fileno())
 
 
-def _check(path: Path, where: str) -> None:
+def _check(path: Path, where: str, level: str) -> None:
+    if level == "none":
+        return
     try:
-        onnx.checker.check_model(str(path), full_check=True)
+        onnx.checker.check_model(str(path), full_check=level == "full")
     except Exception as e:  # ValidationError, InferenceError, or C++ errors
-        raise ModelError(f"{where}: onnx.checker rejects the model: {first_line(e)}") from e
+        reason = first_line(e)
+        raise CheckerError(
+            f"{where}: onnx.checker rejects the model ({level} check): {reason}", level, reason
+        ) from e
 
 
 def _same(a: Path, b: Path) -> bool:

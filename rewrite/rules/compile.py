@@ -8,6 +8,12 @@ attributes (`p.compose(q)`) are computed in the query, never in the actions: a f
 primitive there only fails the match, while in an action it would abort the process.
 Operations that need a vector's length (compose, is_identity, all_nonzero) are compiled once
 per rank 1..MAX_RANK with a length guard on every `Ints` variable they use.
+
+Numbers follow the prover's arithmetic (Z3 and numpy compare an int with a float as reals): where
+a comparison or an operation mixes an integer and a float expression, the integer side is a
+float (`s.value() != 0` compiles as `!= 0.0`; a non-literal through `to-f64`), and a derived
+value given to a float attribute is a float. A float expression given to an integer attribute
+is a `RuleError`.
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ class _Ctx:
     steps: list[tuple[int, str]] = field(default_factory=list)
     """(number of atoms after this step, what the step checks), for `rules explain`."""
     terms: dict[Term, str] = field(default_factory=dict)
+    nodes: list[tuple[int, str, str]] = field(default_factory=list)
+    """(number of atoms once bound, variable, op) of every left-side op node, in binding order."""
     attrs: dict[str, str] = field(default_factory=dict)
     ranked: set[str] = field(default_factory=set)
     counter: int = 0
@@ -92,8 +100,9 @@ class Steps:
     atoms: tuple[str, ...]
     ends: tuple[int, ...]
     labels: tuple[str, ...]
-    anchor: str
-    """The variable of the first matched op node (bound by step 0)."""
+    anchors: tuple[tuple[str, str], ...]
+    """Per step, (variable, op) of the node that names a site: the first left side's root
+    once the step has bound it, before that the last op node bound."""
 
 
 def compile_steps(rw: Rewrite, where: str) -> list[Steps]:
@@ -107,14 +116,14 @@ def compile_steps(rw: Rewrite, where: str) -> list[Steps]:
     for r in ranks:
         ctx = _Ctx(r, where)
         _compile(rw, ctx)
-        anchor = ctx.atoms[0].split()[1]
+        ends = tuple(e for e, _ in ctx.steps)
+        root = ctx.terms[rw.lhs[0]]
+        anchors = []
+        for end in ends:
+            bound = [(var, op) for at, var, op in ctx.nodes if at <= end]
+            anchors.append(next((b for b in bound if b[0] == root), bound[-1]))
         out.append(
-            Steps(
-                tuple(ctx.atoms),
-                tuple(e for e, _ in ctx.steps),
-                tuple(lbl for _, lbl in ctx.steps),
-                anchor,
-            )
+            Steps(tuple(ctx.atoms), ends, tuple(lbl for _, lbl in ctx.steps), tuple(anchors))
         )
     return out
 
@@ -164,6 +173,7 @@ def _pattern(t: Term, ctx: _Ctx) -> str:
     kids = [_pattern(i, ctx) for i in t.inputs]
     node = ctx.fresh("_n")
     ctx.atoms.append(f"(= {node} ({egg_name(spec)} {' '.join(args + kids)}))")
+    ctx.nodes.append((len(ctx.atoms), node, t.op))
     ctx.steps.append((len(ctx.atoms), f"pattern {show(t)}"))
     ctx.terms[t] = node
     return node
@@ -205,8 +215,10 @@ def _template(t: Term, ctx: _Ctx) -> str:
         elif isinstance(v, Lit):
             args.append(_lit(v, sort))
         else:  # derived: computed in the query
+            if sort == "i64" and _kind(v) == "float":
+                raise RuleError(f"{ctx.where}: {t.op}'s {name} is an integer; {show(v)} is a float")
             d = ctx.fresh("_d")
-            ctx.atoms.append(f"(= {d} {_expr(v, ctx)})")
+            ctx.atoms.append(f"(= {d} {_expr(v, ctx, as_float=sort == 'f64')})")
             args.append(d)
     kids = [_template(i, ctx) for i in t.inputs]
     return f"({egg_name(spec)} {' '.join(args + kids)})"
@@ -221,7 +233,7 @@ def _guard(g: Expr, ctx: _Ctx) -> None:
             _guard(p, ctx)
     elif isinstance(g, Cmp):
         op = {"==": "=", "!=": "!="}.get(g.op, g.op)
-        ctx.atoms.append(f"({op} {_expr(g.left, ctx)} {_expr(g.right, ctx)})")
+        ctx.atoms.append(f"({op} {_operands(g, ctx)})")
     elif isinstance(g, Call) and g.kind == "bool":
         ctx.atoms.append(_bool_call(g, ctx))
     else:
@@ -247,7 +259,31 @@ def _term_ref(t: Any, ctx: _Ctx) -> str:
     return ctx.terms[t]
 
 
-def _expr(e: Any, ctx: _Ctx) -> str:
+def _kind(e: Any) -> str:
+    """What an expression computes in egglog: "float", "int" (dtypes too), "ints" (shapes
+    too) or "bool"."""
+    if isinstance(e, BinOp):
+        kinds = {_kind(e.left), _kind(e.right)}
+        return "float" if "float" in kinds else _kind(e.left)
+    kind = str(getattr(e, "kind", "int"))
+    return {"dtype": "int", "shape": "ints"}.get(kind, kind)
+
+
+def _operands(e: BinOp | Cmp, ctx: _Ctx) -> str:
+    """Both operands of `e`; ints as floats when the other side is a float."""
+    left, right = _kind(e.left), _kind(e.right)
+    mixed = {left, right} == {"int", "float"}
+    if left != right and not mixed:
+        raise RuleError(f"{ctx.where}: {show(e)} mixes a value of kind {left} and one of {right}")
+    return f"{_expr(e.left, ctx, as_float=mixed)} {_expr(e.right, ctx, as_float=mixed)}"
+
+
+def _expr(e: Any, ctx: _Ctx, *, as_float: bool = False) -> str:
+    """`e` in egglog; with `as_float`, an integer expression is converted to f64."""
+    if as_float and _kind(e) == "int":
+        if isinstance(e, Lit):
+            return _lit(e, "f64")
+        return f"(to-f64 {_expr(e, ctx)})"
     if isinstance(e, AttrVar):
         if e.name not in ctx.attrs:
             raise RuleError(
@@ -257,7 +293,7 @@ def _expr(e: Any, ctx: _Ctx) -> str:
     if isinstance(e, Lit):
         return _lit(e, {"ints": "VecI", "float": "f64"}.get(e.kind, "i64"))
     if isinstance(e, BinOp):
-        return f"({e.op} {_expr(e.left, ctx)} {_expr(e.right, ctx)})"
+        return f"({e.op} {_operands(e, ctx)})"
     if isinstance(e, Call):
         if e.fn == "shape":
             return f"(shape {_term_ref(e.args[0], ctx)})"

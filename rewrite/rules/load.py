@@ -3,7 +3,9 @@
 A rule file is a Python file that defines `RuleSet` values at module level (as `rulesets/`
 does). Loading runs it; every error names the file and line: a syntax error, an unknown op,
 an unbound variable, a malformed rule (`RuleError` from the rule's definition carries the
-rule's file:line), or a file that defines no rule set.
+rule's file:line), a file that defines no rule set, and a rule name defined twice (in one
+file, two files, or a file and a built-in rule set: a name is a rule's identity in reports,
+proofs and `--disable-rule`).
 """
 
 from __future__ import annotations
@@ -72,17 +74,7 @@ def select_rulesets(
     `names` is given), without the disabled rules and, unless allowed, approximate rules."""
     if no_rules:
         return []
-    from rulesets import builtin
-
-    available = dict(builtin())
-    for f in rule_files:
-        for rs in load_rule_file(f):
-            if rs.name in available:
-                raise RuleError(
-                    f"{f}: ruleset '{rs.name}' is already defined (built-in or in "
-                    "another file); give it another name"
-                )
-            available[rs.name] = rs
+    available = load_rulesets(rule_files)
     if names:
         unknown = [n for n in names if n not in available]
         if unknown:
@@ -110,6 +102,44 @@ def select_rulesets(
         ]
         out.append(RuleSet(rs.name, keep, rs.doc))
     return out
+
+
+def load_rulesets(rule_files: Sequence[str]) -> dict[str, RuleSet]:
+    """The built-in rule sets and every rule file's, by name. Raises RuleError for a rule set
+    name or a rule name defined twice (naming both definitions)."""
+    from rulesets import builtin
+
+    available = dict(builtin())
+    origin = {name: "" for name in available}  # rule set -> its file ("" for a built-in)
+    for f in rule_files:
+        for rs in load_rule_file(f):
+            if rs.name in available:
+                raise RuleError(
+                    f"{f}: ruleset '{rs.name}' is already defined (built-in or in "
+                    "another file); give it another name"
+                )
+            available[rs.name] = rs
+            origin[rs.name] = str(f)
+    seen: dict[str, str] = {}
+    for name, rs in available.items():
+        for rule in rs:
+            where = _definition(rule.source, name, origin[name])
+            if rule.name in seen:
+                raise RuleError(
+                    f"rule '{rule.name}' is defined twice: {seen[rule.name]} and {where}; "
+                    "rule names must be unique (rename one)"
+                )
+            seen[rule.name] = where
+    return available
+
+
+def _definition(source: str, ruleset: str, file: str) -> str:
+    """Where a rule is defined, for messages: its file as given (or its source) and line."""
+    kind = "ruleset" if file else "built-in ruleset"
+    name, _, line = source.rpartition(":")
+    if file and Path(file).name == name:
+        source = f"{file}:{line}"
+    return f"{source} ({kind} '{ruleset}')"
 
 
 def serves(tags: frozenset[str], target: str) -> bool:

@@ -86,10 +86,13 @@ class RuleSet:
         return register(fn) if fn is not None else register
 
     def add(self, rule: Rule) -> None:
-        if any(r.name == rule.name for r in self.rules):
-            raise RuleError(
-                f"{rule.where}: a rule of that name is already in ruleset '{self.name}'"
-            )
+        """Append `rule`; RuleError (naming both definitions) if its name is taken here."""
+        for r in self.rules:
+            if r.name == rule.name:
+                raise RuleError(
+                    f"{rule.where}: a rule of that name is already in ruleset '{self.name}' "
+                    f"({r.source})"
+                )
         self.rules.append(rule)
 
     def without(self, names: Sequence[str]) -> RuleSet:

@@ -74,6 +74,8 @@ class SaturationStats:
     node_limit: int = 0
     peak_rss_mb: float = 0.0
     """Peak resident memory seen between iterations, MiB."""
+    refused: list[str] = field(default_factory=list)
+    """One message per rule egglog refused (naming it); those rules were not used."""
 
     @property
     def limit_hit(self) -> str | None:
@@ -99,6 +101,7 @@ class SaturationStats:
             "throttled_rules": dict(sorted(self.throttled.items())),
             "bounded_iterations": self.bounded_iterations,
             "peak_rss_mb": round(self.peak_rss_mb, 1),
+            "refused_rules": list(self.refused),
         }
 
 
@@ -122,21 +125,49 @@ def egraph_size(eg: bindings.EGraph) -> int:
     return sum(n for name, n in out.sizes if name not in skip and not name.startswith("$"))
 
 
-def install(enc: Encoded, rulesets: Sequence[RuleSet]) -> list[str]:
-    """Declare every rule of `rulesets` in the e-graph (one egglog ruleset); returns names."""
+def install(
+    enc: Encoded, rulesets: Sequence[RuleSet], refused: list[str] | None = None
+) -> list[str]:
+    """Declare every rule of `rulesets` in the e-graph (one egglog ruleset); returns the names
+    of the rules declared.
+
+    A rule egglog refuses is left out alone, with a message naming it appended to `refused`
+    (raised as a RuleError when `refused` is None). None of its forms is declared: a rule of
+    several forms (rewrites, rank variants) is tried first in a scratch e-graph of the same
+    schema.
+    """
     enc.egraph.parse_and_run_program(f"(ruleset {RULES})")
     names: list[str] = []
+    scratch: bindings.EGraph | None = None
     for rs in rulesets:
         for rule in rs:
+            forms = rule.compile(RULES)
             try:  # one call per rule, so that an error names the rule at fault
-                enc.egraph.parse_and_run_program("\n".join(rule.compile(RULES)))
+                if len(forms) > 1:
+                    scratch = scratch or _scratch_egraph()
+                    for form in forms:
+                        scratch.parse_and_run_program(form)
+                enc.egraph.parse_and_run_program("\n".join(forms))
             except bindings.EggSmolError as e:
-                raise RuleError(
+                message = (
                     f"{rule.name} ({rule.source}) in ruleset '{rs.name}': could not be "
-                    f"compiled to egglog: {str(e).splitlines()[0]}"
-                ) from e
+                    f"compiled to egglog: {str(e).splitlines()[0]}; the rule was not used"
+                )
+                if refused is None:
+                    raise RuleError(message) from e
+                refused.append(message)
+                continue
             names.append(rule.name)
     return names
+
+
+def _scratch_egraph() -> bindings.EGraph:
+    """An empty e-graph with the encoder's schema and the rules' ruleset."""
+    from rewrite.egraph.schema import program
+
+    eg = bindings.EGraph()
+    eg.parse_and_run_program(f"{program()}\n(ruleset {RULES})")
+    return eg
 
 
 def saturate(
@@ -153,7 +184,8 @@ def saturate(
     `seconds_per_node` is the time what follows saturation (snapshot, extraction, decoding)
     will take per e-node, reserved before the deadline for the e-graph saturation leaves.
     Never raises for a limit: the e-graph keeps what the iterations run so far added, and
-    `stop_reason` names the limit. Raises RuleError for a rule egglog refuses.
+    `stop_reason` names the limit. A rule egglog refuses is left out (`install`) and named in
+    `SaturationStats.refused`.
     """
     start = time.monotonic()
     stop_at = min(
@@ -162,7 +194,7 @@ def saturate(
     )
     eg = enc.egraph
     stats = SaturationStats(node_limit=limits.nodes)
-    names = install(enc, rulesets)
+    names = install(enc, rulesets, stats.refused)
     stats.matches = dict.fromkeys(names, 0)
     eg.parse_and_run_program("(run-schedule (saturate (run shapes)))")
     stats.sizes.append(egraph_size(eg))

@@ -2,11 +2,14 @@
 
 Rules: `verify_rules(rules)` -> `RuleResult`s, `gate(rulesets, allow_approximate=...)` -> the
 rule sets `optimize` may use and the refused rules; `prove(rule)`, `sample(rule)` underneath.
-Models: `differential(reference, candidate)`, with seeded inputs from `make_inputs`.
+Models: `differential(reference, candidate)`, with seeded inputs from `make_inputs` (and the
+`.npz` user inputs of `load_inputs`), which live in `rewrite.onnx_io` and are re-exported here.
 """
 
 from typing import Any
 
+from rewrite.onnx_io.feeds import load_inputs, save_inputs
+from rewrite.onnx_io.inputs import InputSpec, input_specs, make_inputs
 from rewrite.verify.differential import (
     CALIBRATION_FACTOR,
     TOLERANCES,
@@ -16,7 +19,6 @@ from rewrite.verify.differential import (
     differential,
     ort_noise,
 )
-from rewrite.verify.inputs import InputSpec, input_specs, load_inputs, make_inputs, save_inputs
 
 _LAZY = {
     "verify_rules": "rewrite.verify.gate",

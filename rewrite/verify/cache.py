@@ -21,11 +21,11 @@ import hashlib
 import inspect
 import json
 import os
-import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from rewrite.files import atomic_text
 from rewrite.ops.registry import lookup
 from rewrite.paths import user_cache_dir
 from rewrite.rules.language import And, App, AttrVar, BinOp, Call, Cmp, Lit, Term, Var, subterms
@@ -142,9 +142,7 @@ def store(k: str, data: dict[str, Any]) -> None:
     folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
+        with atomic_text(folder / f"{k}.json") as f:
             json.dump(data, f)
-        os.replace(tmp, folder / f"{k}.json")
     except OSError:
         return

@@ -3,9 +3,13 @@ rule is refuted.
 
 With no file, the built-in rule sets are verified. For each rule the table gives its status
 (proved / refuted / unknown / approximate), the bound (cases checked), its numeric class
-(bit-exact / exact-in-reals / approximate, from random tests) and the time; every refuted rule
-is followed by its counterexample. `--report out.json` writes every result as JSON.
-Exit status: 0 when no rule is refuted, 1 when one is (or a rule file cannot be loaded).
+(bit-exact / exact-in-reals / approximate, from random tests) and the proof's time, marked
+`(cached)` when the proof was read from the proof cache (the time is then the one it took when
+it was computed); the summary says how many proofs came from the cache and where it is. Every
+refuted rule is followed by its counterexample. `--report out.json` writes every result as
+JSON. Exit status: 0 when no rule is refuted, 1 when one is, or a rule file cannot be loaded
+(a rule name defined twice included, as `optimize` refuses it), or the report cannot be
+written.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rewrite.errors import RewriteError
 from rewrite.rules.rule import RuleSet
+from rewrite.verify import cache as proof_cache
 from rewrite.verify.bound import DEFAULT_BOUND
 from rewrite.verify.gate import APPROXIMATE, REFUTED, RuleResult, verify_rules
 
@@ -25,19 +31,23 @@ EXIT_REFUTED = 1
 
 
 def load_rulesets(paths: list[str]) -> list[RuleSet]:
-    """The rule sets of the given files, or the built-in ones when there are none."""
+    """The rule sets of the given files, or the built-in ones when there are none. Raises
+    RuleError where `optimize` would refuse the files (a name defined twice included)."""
+    from rewrite.rules.load import load_rulesets as load_with_builtins
+    from rulesets import builtin
+
+    available = load_with_builtins(paths)
     if not paths:
-        from rulesets import builtin
-
-        return list(builtin().values())
-    from rewrite.rules.load import load_rule_file
-
-    return [rs for p in paths for rs in load_rule_file(p)]
+        return list(available.values())
+    built_in = builtin()
+    return [rs for name, rs in available.items() if name not in built_in]
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify the rules of `args.rules` (see the module docstring); returns the exit status."""
     t0 = time.perf_counter()
+    if args.report:
+        _check_writable(Path(args.report))
     rulesets = load_rulesets(list(args.rules))
     rows: list[tuple[str, RuleResult]] = []
     for rs in rulesets:
@@ -59,14 +69,35 @@ def cmd_verify(args: argparse.Namespace) -> int:
         f"approximate, {refuted} refuted, {summary['unknown']} unknown ({total:.2f} s)",
         file=out,
     )
+    print(_cache_line(summary, args.no_cache), file=out)
     if args.report:
         report = {
             "bound": DEFAULT_BOUND.describe(),
             "summary": summary,
             "rules": [{"ruleset": n, **r.to_json()} for n, r in rows],
         }
-        Path(args.report).write_text(json.dumps(report, indent=2, default=str))
+        try:
+            Path(args.report).write_text(json.dumps(report, indent=2, default=str))
+        except OSError as e:
+            raise RewriteError(f"{args.report}: cannot write the report: {e.strerror}") from e
     return EXIT_REFUTED if refuted else 0
+
+
+def _check_writable(path: Path) -> None:
+    """RewriteError unless `path` can be written as a file (checked before any proof runs)."""
+    if path.is_dir():
+        raise RewriteError(f"{path}: is a directory; --report needs a file name")
+    if not path.parent.is_dir():
+        raise RewriteError(f"{path}: the folder {path.parent} does not exist")
+
+
+def _cache_line(summary: dict[str, Any], no_cache: bool) -> str:
+    """How many proofs came from the proof cache, and where it is."""
+    if no_cache:
+        return "proof cache: not used (--no-cache); every proof ran now"
+    where = proof_cache.cache_dir()
+    line = f"proof cache: {summary['cached']} of {summary['rules']} proofs read from {where}"
+    return line + (" (marked (cached): times from when they ran)" if summary["cached"] else "")
 
 
 def _summary(rows: list[tuple[str, RuleResult]], total: float) -> dict[str, Any]:
@@ -79,6 +110,8 @@ def _summary(rows: list[tuple[str, RuleResult]], total: float) -> dict[str, Any]
         "approximate": count(APPROXIMATE),
         "refuted": count(REFUTED),
         "unknown": count("unknown"),
+        "cached": sum(r.cached for _, r in rows),
+        "cache": str(proof_cache.cache_dir()),
         "seconds": total,
     }
 
@@ -91,7 +124,7 @@ def table(rows: list[tuple[str, RuleResult]]) -> str:
         numeric = r.numeric or "-"
         if r.numeric == APPROXIMATE and r.max_error is not None:
             numeric += f" ({r.max_error:.2g})"
-        when = "cached" if r.cached else f"{r.proof_seconds:.2f}s"
+        when = f"{r.proof_seconds:.2f}s" + (" (cached)" if r.cached else "")
         lines.append((f"{name}/{r.rule}", r.status, f"{r.cases} cases", numeric, when))
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
     return "\n".join(

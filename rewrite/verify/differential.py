@@ -32,9 +32,16 @@ max |cand - ref| / (atol + rtol * |ref|) (<= 1 passes; floats only); `mismatches
 outside tolerance, summed over feed sets; `bit_identical` = same dtype, shape and bytes on every
 feed set (so -0.0 vs 0.0 or a different NaN payload is not bit-identical, though it passes).
 
+Feed sets the reference cannot run. A generated feed set can be invalid for a valid model (a
+value the input generator could not tell apart from any other, `onnx_io.inputs`): a generated
+set on which the reference fails in ORT is dropped, and the result lists it in `dropped`. The
+caller's feed sets are never dropped: the reference failing on one raises `VerificationError`.
+When every generated set is dropped and the caller gave none, `UncheckableError` (a
+`VerificationError`) says to give inputs: nothing can be compared.
+
 A candidate that ONNX Runtime cannot load or run fails with the first line of ORT's error; a
-reference that ORT cannot load or run raises `VerificationError` naming the model, since
-nothing can be checked against it.
+reference that ORT cannot load raises `VerificationError` naming the model, since nothing can
+be checked against it.
 """
 
 from __future__ import annotations
@@ -49,8 +56,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type hints
 
-from rewrite.errors import ModelError, VerificationError
-from rewrite.verify.inputs import ModelLike, input_specs, sample
+from rewrite.errors import ModelError, UncheckableError, VerificationError
+from rewrite.onnx_io.inputs import Feed, ModelLike, input_specs, sample
 
 # dtype name -> (rtol, atol before scaling); see the module docstring.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -60,7 +67,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-9, 1e-12),
 }
 CALIBRATION_FACTOR = 4.0
-Feeds = dict[str, np.ndarray]
+Feeds = dict[str, Feed]
 
 
 @dataclass
@@ -97,11 +104,16 @@ class DiffResult:
     problems: list[str] = field(default_factory=list)
     calibrated: bool = False
     timings: dict[str, float] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+    """Generated feed sets the reference fails on, each with ORT's error (module docstring)."""
 
     def summary(self) -> str:
         """One line: the verdict, the worst difference or the first problem, and the time."""
         n = len(self.outputs)
         tail = f"{self.trials} feed set{'s' * (self.trials != 1)}, {self.seconds:.2f} s"
+        if self.dropped:
+            k = len(self.dropped)
+            tail += f"; {k} generated set{'s' * (k != 1)} the input model fails on dropped"
         if not self.ok:
             bad = sum(not o.ok for o in self.outputs)
             return f"FAILED: {self.reason} ({bad} of {n} outputs differ; {tail})"
@@ -131,7 +143,9 @@ def differential(
     """Compare `candidate` with `reference` in ORT under the module's tolerance policy.
 
     Never raises for a candidate problem (the result is not ok and says why); raises
-    `VerificationError` when the reference cannot be read, loaded or run. Models given as
+    `VerificationError` when the reference cannot be read or loaded, or fails on a feed set
+    the caller gave, and `UncheckableError` when it runs on no feed set (generated sets it
+    fails on are dropped: module docstring). Models given as
     paths are loaded by ORT from the file (external data works); a ModelProto is serialized in
     memory, so it must be under 2 GB. Sessions are created one at a time and freed before the
     next, so at most one model is held in ORT at once.
@@ -142,7 +156,11 @@ def differential(
     feed_sets, names = _feed_sets(reference, ref_label, feeds, seed, trials, dims)
     timings["inputs"] = time.perf_counter() - t0
 
-    ref_out = _run_reference(reference, ref_label, feed_sets, "ENABLE_ALL", threads, providers)
+    generated = len(feed_sets) - len(feeds or [])
+    ref_out, kept, dropped = _reference_outputs(
+        reference, ref_label, feed_sets, names, generated, threads, providers
+    )
+    feed_sets, names = [feed_sets[i] for i in kept], [names[i] for i in kept]
     timings["reference"] = time.perf_counter() - t0 - sum(timings.values())
     noise: dict[str, float] = {}
     if calibrate:
@@ -155,7 +173,7 @@ def differential(
         timings["candidate"] = time.perf_counter() - t0 - sum(timings.values())
         return DiffResult(
             ok, outputs, len(feed_sets), time.perf_counter() - t0, ref_label, cand_label,
-            reason, problems, calibrate, timings,
+            reason, problems, calibrate, timings, dropped,
         )  # fmt: skip
 
     try:
@@ -351,6 +369,41 @@ def _session(
 def _run(sess: ort.InferenceSession, feed_sets: list[Feeds]) -> list[dict[str, Any]]:
     names = [o.name for o in sess.get_outputs()]
     return [dict(zip(names, sess.run(names, f), strict=True)) for f in feed_sets]
+
+
+def _reference_outputs(
+    model: ModelLike, label: str, feed_sets: list[Feeds], names: list[str], generated: int,
+    threads: int, providers: Sequence[str],
+) -> tuple[list[dict[str, Any]], list[int], list[str]]:  # fmt: skip
+    """The reference's outputs (ORT_ENABLE_ALL) on the feed sets it runs on, their indices, and
+    the generated sets (the first `generated`) it fails on, each with ORT's error."""
+    try:
+        sess = _session(model, "ENABLE_ALL", threads, providers)
+    except Exception as e:  # whatever ORT raises, the reference is unusable
+        raise VerificationError(
+            f"reference model {label} failed in ONNX Runtime (ORT_ENABLE_ALL): {_first(e)}; "
+            "nothing was compared. Check that the input model runs in ONNX Runtime."
+        ) from e
+    outs, kept, dropped = [], [], []
+    for i, feed in enumerate(feed_sets):
+        try:
+            outs += _run(sess, [feed])
+        except Exception as e:
+            if i >= generated:
+                raise VerificationError(
+                    f"reference model {label} failed in ONNX Runtime on {names[i]} (the inputs "
+                    f"given): {_first(e)}; give inputs the input model runs on"
+                ) from e
+            dropped.append(f"{names[i]}: {_first(e)}")
+            continue
+        kept.append(i)
+    if not kept:
+        raise UncheckableError(
+            f"the input model {label} runs in ONNX Runtime on none of the {generated} generated "
+            f"input sets ({dropped[0] if dropped else 'none made'}), so nothing could be "
+            "compared; pass inputs it runs on with --inputs"
+        )
+    return outs, kept, dropped
 
 
 def _run_reference(

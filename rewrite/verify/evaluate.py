@@ -1,8 +1,9 @@
 """Evaluating the terms of a case with a backend: Z3 semantics or numpy references.
 
-`Evaluator(case, inputs, backend)` computes the value of any term of a `cases.Case` for the
-given tensor-variable values: `z3_backend` (the ops' Z3 semantics over object arrays of Z3
-terms) or `numpy_backend` (the float64 references). A right-side term equal to a left-side
+`Evaluator(case, inputs, backend)` computes the value of any term of a case (`Bindings`: what
+this module reads of a `cases.Case`, which `cases` builds with this module) for the given
+tensor-variable values: `z3_backend` (the ops' Z3 semantics over object arrays of Z3 terms) or
+`numpy_backend` (the float64 references). A right-side term equal to a left-side
 term is that term's value, as in the compiled egglog rule. Attribute expressions and guards
 evaluate too (`compose`, `is_identity`, `shape`, `value()` ...); `TypeLevel` evaluates them
 without values (a guard that needs values raises `NeedsValuesError`).
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from onnx import TensorProto
@@ -24,12 +25,19 @@ from rewrite.ops.registry import lookup
 from rewrite.rules.language import And, App, AttrVar, BinOp, Call, Cmp, Lit, Term, Var, show
 from rewrite.rules.ops import const_input_names
 
-if TYPE_CHECKING:
-    from rewrite.verify.cases import Case
-
 Array = np.ndarray
 Backend = Callable[[OpSpec, OpCall, list[Any]], Any]
 INT64 = TensorProto.INT64
+
+
+class Bindings(Protocol):
+    """What evaluation reads of a case (`cases.Case` has these): attribute variables' values,
+    the open attributes of left-side terms, and the types of left- and right-side terms."""
+
+    attrs: dict[str, Any]
+    open: dict[tuple[Term, str], Any]
+    types: dict[Term, TensorType]
+    rhs_types: dict[Term, TensorType]
 
 
 class NeedsValuesError(Exception):
@@ -103,7 +111,7 @@ def infer(spec: OpSpec, app: App, in_types: list[TensorType], values: dict[str, 
 class _Values:
     """Attribute and guard expressions of a case; subclasses say what `value()` means."""
 
-    def __init__(self, case: Case) -> None:
+    def __init__(self, case: Bindings) -> None:
         self.case = case
 
     def type_of(self, t: Term) -> TensorType:
@@ -236,7 +244,7 @@ class Evaluator(_Values):
 
     def __init__(
         self,
-        case: Case,
+        case: Bindings,
         inputs: dict[str, Any],
         backend: Backend,
         all_of: Callable[[list[Any]], Any] = all,

@@ -54,6 +54,8 @@ class RuleResult:
     max_error: float | None = None
     max_error_f32: float | None = None
     cached: bool = False
+    """The proof was read from the proof cache (`proof_seconds` is then from when it ran);
+    a numeric sample run now does not change that."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -94,6 +96,7 @@ def _verify(rule: Rule, bound: Bound, use_cache: bool, want_sample: bool, tol: f
     k = proof_cache.key(rule, bound)
     entry = (proof_cache.load(k) if use_cache else None) or {}
     cached = "proof" in entry
+    changed = not cached
     if not cached:
         entry["proof"] = _proof_json(prove(rule, bound))
     proof = entry["proof"]
@@ -104,8 +107,8 @@ def _verify(rule: Rule, bound: Bound, use_cache: bool, want_sample: bool, tol: f
 
         s = sample(rule)
         entry["sample"] = {"ort": ort, **asdict(s)}
-        cached = False
-    if not cached and use_cache:
+        changed = True
+    if changed and use_cache:
         proof_cache.store(k, entry)
     return _result(
         rule,

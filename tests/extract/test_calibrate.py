@@ -13,7 +13,8 @@ import pytest
 from rewrite.errors import RewriteError
 from rewrite.extract import cost
 from rewrite.extract.calib_cases import cases
-from rewrite.extract.calibrate import Sample, add_calibrate_parser, build_table, calibrate, fit
+from rewrite.extract.calibrate import Sample, build_table, calibrate, fit
+from rewrite.extract.calibrate_cli import add_calibrate_parser
 from rewrite.extract.cost import BUILTIN_CPU, load_target, node_costs
 from rewrite.extract.snapshot import EClass, ENode, Snapshot
 from rewrite.extract.table import (

@@ -14,7 +14,8 @@ import pytest
 
 from rewrite.errors import RewriteError
 from rewrite.extract.calib_cases import cases
-from rewrite.extract.calibrate import Sample, add_calibrate_parser, predict
+from rewrite.extract.calibrate import Sample, predict
+from rewrite.extract.calibrate_cli import add_calibrate_parser
 from rewrite.extract.refit import ANCHORS, log_params, refit_keys
 from rewrite.extract.table import DEFAULT_CPU, CalibrationTable, load_table, machine_key
 

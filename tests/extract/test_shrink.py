@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import random
 
 import pytest
 
 from rewrite.errors import ExtractionError
-from rewrite.extract import Choice, check_choice, graph_cost, greedy, shrink, split, to_problem
+from rewrite.extract import (
+    Choice,
+    EClass,
+    ENode,
+    NodeCosts,
+    Snapshot,
+    check_choice,
+    graph_cost,
+    greedy,
+    shrink,
+    split,
+    to_problem,
+)
 from rewrite.extract.problem import Problem
+from rewrite.extract.shrink import STEPS
+from rewrite.ops.base import TensorType
 from tests.extract.brute import brute_force
-from tests.extract.egraphs import build, random_egraph
+from tests.extract.egraphs import FLOAT, build, random_egraph
 
 
 def label(problem: Problem, n: int) -> str:
@@ -198,3 +213,43 @@ def test_shrink_keeps_the_optimum_and_maps_back_to_a_valid_choice(seed: int) -> 
     choice = Choice(small.picks_of(sel.values()), list(snap.roots), extractor="shrunk")
     check_choice(snap, choice)
     assert graph_cost(snap, choice, costs) == pytest.approx(best, abs=1e-9), f"seed={seed}"
+
+
+def with_unfounded_cycle(seed: int) -> tuple[Snapshot, NodeCosts]:
+    """A small random e-graph (`random_egraph`) plus two classes that only derive each other
+    (no finite term: what `unusable` removes), used by cheap nodes of random classes."""
+    rng = random.Random(seed)
+    snap, costs = random_egraph(
+        seed,
+        rng.randint(2, 5),
+        max_nodes=2,
+        max_kids=rng.choice([1, 2]),
+        p_leaf=0.3,
+        p_cycle=rng.choice([0.0, 0.4]),
+        n_roots=rng.randint(1, 2),
+    )
+    a, b = 1000, 1001
+    loop = {a: ENode("F", (b,)), b: ENode("G", (a,))}
+    for cid, node in loop.items():
+        snap.classes[cid] = EClass(cid, [node], TensorType(FLOAT, (4,)))
+        costs[(cid, node)] = rng.choice([0.0, 1.0])
+    for cid in rng.sample(sorted(c for c in snap.classes if c < a), rng.randint(1, 2)):
+        node = ENode("UsesLoop", (rng.choice([a, b]),))
+        snap.classes[cid].nodes.insert(0, node)
+        costs[(cid, node)] = 0.0
+    return snap, costs
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_every_subset_of_steps_keeps_the_optimum(seed: int) -> None:
+    snap, costs = with_unfounded_cycle(seed)
+    full = to_problem(snap, costs)
+    best, _ = brute_force(full)
+    for r in range(len(STEPS) + 1):
+        for steps in itertools.combinations(STEPS, r):
+            small, _ = shrink(full, steps=steps)
+            small_best, sel = brute_force(small)
+            assert small_best == pytest.approx(best, abs=1e-9), f"seed={seed} steps={steps}"
+            assert sel is not None, f"seed={seed} steps={steps}"
+            choice = Choice(small.picks_of(sel.values()), list(snap.roots), extractor="shrunk")
+            check_choice(snap, choice)

@@ -15,6 +15,7 @@ from rewrite.onnx_io import Graph, load, save
 from rewrite.onnx_io.graph import release_pages
 from rewrite.onnx_io.shapes import STUB_BYTES, infer_types
 from rewrite.ops.base import UNKNOWN, TensorType
+from tests.conftest import corpus_model
 from tests.onnx_io import models
 from tests.onnx_io.models import LIGHT, assert_same_outputs, const, vi
 
@@ -249,9 +250,7 @@ def test_hollow_corpus_models_load() -> None:
 
 @pytest.mark.slow
 def test_distilbert_round_trip_is_bit_identical(tmp_path: Path) -> None:
-    src = Path("/tmp/corpus_mat/distilbert.onnx")
-    if not src.is_file():
-        pytest.skip(f"{src} not materialized (see shared/corpus/README.md)")
+    src = corpus_model("distilbert.onnx")
     g, written, out = round_trip(src, tmp_path)
     assert len(g.nodes) == 349 and len(written.graph.node) == 349
     assert_same_outputs(src, out)

@@ -4,9 +4,11 @@
 and asserts that it ends in one of three ways:
 
 - exit 1 with exactly one line on stderr (`rewrite: error: ...`) and nothing written;
-- exit 0 with an output that passes the full ONNX checker and a report whose differential
-  check passed;
-- exit 3 with the input graph written (it passes the full checker) and only
+- exit 0 with an output that passes the ONNX checks the input passes (the full checker,
+  unless the input fails it: `rewrite.saving`), a report whose differential check passed, and
+  outputs that agree with the input's in an independent run (`agree_in_ort`: this module's own
+  inputs, session and tolerance, none of the tool's verdict);
+- exit 3 with the input graph written (it passes the same checks) and only
   `rewrite: warning: ...` lines on stderr.
 
 Never a traceback, an unexpected exception, a modified input or a leftover temporary file.
@@ -28,9 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
+import onnxruntime as ort
 
 from rewrite.cli import main
+from rewrite.onnx_io.check import check_level
 from tests.robustness.mutations import BYTES, MIXED, NO_CHANGE, STRUCTURE, Case
 
 ARGS = ["optimize", "-q", "--max-memory", "1000", "--time-limit", "60"]
@@ -55,6 +60,7 @@ REASONS = [
     ("file is empty", "not ONNX / truncated / empty"),
     ("no IR version", "not ONNX / truncated / empty"),
     ("onnx.checker rejects", "onnx.checker rejects the model"),
+    ("ONNX Runtime cannot load it", "fails onnx.checker and ONNX Runtime cannot load it"),
     ("which no node", "dangling input"),
     ("already defines", "a value defined twice"),
     ("declared twice", "a value defined twice"),
@@ -114,6 +120,14 @@ class Tally:
 
     def total(self) -> int:
         return sum(sum(c.values()) for c in self.counts.values())
+
+    def outcomes(self, family: str) -> Counter[str]:
+        """How many cases of `family` ended in each outcome, so far."""
+        out: Counter[str] = Counter()
+        for (f, _), c in self.counts.items():
+            if f == family:
+                out.update(c)
+        return out
 
     def summary(self) -> dict[str, Any]:
         """Outcome counts per family and reason counts (JSON-ready)."""
@@ -210,6 +224,69 @@ def check_case(case: Case, tally: Tally = TALLY) -> str:
     return outcome
 
 
+def _check_like_input(src: Path, dst: Path) -> None:
+    """`dst` passes the strictest onnx.checker level `src` passes (raises if not)."""
+    level, _ = check_level(src)
+    if level != "none":
+        onnx.checker.check_model(str(dst), full_check=level == "full")
+
+
+def _session(path: Path) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def _feed(i: Any, rng: np.random.Generator) -> np.ndarray:
+    """A seeded input for ORT's description `i` of it: symbolic dims 1, floats N(0, 1), ints
+    0 or 1 (valid indices wherever an index is expected), bools at random."""
+    shape = [d if isinstance(d, int) and d >= 0 else 1 for d in (i.shape or [])]
+    kind = i.type.removeprefix("tensor(").removesuffix(")")
+    dtype = {"float": np.float32, "double": np.float64, "float16": np.float16}.get(kind)
+    if dtype is not None:
+        return rng.standard_normal(shape).astype(dtype)
+    if kind == "bool":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    return rng.integers(0, 2, size=shape).astype(np.dtype(kind))
+
+
+def agree_in_ort(src: Path, dst: Path, seeds: int = 2) -> None:
+    """`dst` computes what `src` computes, checked independently of the tool's own check: both
+    in ORT on this module's seeded inputs, every output the same dtype and shape and equal
+    (floats within rtol 1e-3, atol 1e-4 x the output's largest magnitude; NaN where NaN). Where
+    `src` fails on these inputs, `dst` must fail too. AssertionError when they differ."""
+    ref, cand = _session(src), _session(dst)
+    assert [i.name for i in cand.get_inputs()] == [i.name for i in ref.get_inputs()]
+    assert [o.name for o in cand.get_outputs()] == [o.name for o in ref.get_outputs()]
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        feeds = {i.name: _feed(i, rng) for i in ref.get_inputs()}
+        try:
+            want = ref.run(None, feeds)
+        except Exception as e:  # ORT raises many types: the input model fails on these inputs
+            failed = f"{type(e).__name__}: {e}"
+        else:
+            failed = ""
+        if failed:
+            try:
+                cand.run(None, feeds)
+            except Exception:
+                continue
+            raise AssertionError(f"seed {seed}: the input fails ({failed[:300]}), the output not")
+        got = cand.run(None, feeds)
+        for o, w, g in zip(ref.get_outputs(), want, got, strict=True):
+            w, g = np.asarray(w), np.asarray(g)
+            where = f"seed {seed}, output {o.name!r}"
+            assert (g.dtype, g.shape) == (w.dtype, w.shape), (where, g.dtype, g.shape, w.shape)
+            if w.dtype.kind == "f":
+                finite = np.abs(w[np.isfinite(w)])
+                scale = max(1.0, float(finite.max()) if finite.size else 1.0)
+                np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4 * scale, err_msg=where)
+            else:
+                np.testing.assert_array_equal(g, w, err_msg=where)
+
+
 def _run(raw: bytes) -> tuple[str, str, str]:
     """(outcome, reason group, message) of one run on `raw`; AssertionError when the contract
     breaks."""
@@ -231,13 +308,14 @@ def _run(raw: bytes) -> tuple[str, str, str]:
             assert not dst.exists(), "an output was written for a refused model"
             return REFUSED, reason(lines[0]), lines[0]
         if rc == 0:
-            onnx.checker.check_model(str(dst), full_check=True)
+            _check_like_input(src, dst)
             report = json.loads(rep.read_text())
             assert report["status"] == "optimized" and report["verification"]["ok"] is True
+            agree_in_ort(src, dst)
             return OPTIMIZED, "", ""
         assert rc == 3, (rc, text)
         assert all(ln.startswith("rewrite: warning: ") for ln in lines), lines
-        onnx.checker.check_model(str(dst), full_check=True)
+        _check_like_input(src, dst)
         report = json.loads(rep.read_text())
         assert report["status"] == "fallback"
         warnings = " ".join(report["warnings"])

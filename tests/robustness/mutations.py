@@ -188,6 +188,18 @@ def huge_dims(m: onnx.ModelProto, draw: Draw) -> str | None:
     return f"graph input or output {big}"
 
 
+def huge_symbolic_dims(m: onnx.ModelProto, draw: Draw) -> str | None:
+    """Every symbolic dim (a batch) of the graph's inputs, outputs and value infos set to one
+    huge size: still a consistent model, but its inputs are too big to generate, so the
+    differential check cannot run and the input graph is written (exit 3)."""
+    big = draw(st.sampled_from([2**28, 2**31]))
+    values = [*m.graph.input, *m.graph.output, *m.graph.value_info]
+    dims = [d for v in values for d in v.type.tensor_type.shape.dim if d.HasField("dim_param")]
+    for d in dims:
+        d.dim_value = big  # (clears dim_param: one of the two)
+    return f"{len(dims)} dims {big}" if dims else None
+
+
 def nan_inf(m: onnx.ModelProto, draw: Draw) -> str | None:
     floats = [t for t in m.graph.initializer if t.data_type == T.FLOAT]
     if not floats:
@@ -265,6 +277,7 @@ STRUCTURE: dict[str, Mutation] = {
     "empty graph": empty_graph,
     "opset / IR version": opset,
     "huge or negative dims": huge_dims,
+    "symbolic dims made huge": huge_symbolic_dims,
     "NaN/Inf/huge constant": nan_inf,
     "broken attribute": attributes,
     "wrong op type or domain": op_type,

@@ -22,9 +22,9 @@ from rewrite import stages
 from rewrite.limits import peak_rss_mb
 from rewrite.pipeline import Options, optimize
 from rewrite.verify import differential
+from tests.conftest import corpus_model
 from tests.robustness.models import cleanable, write
 
-CORPUS = Path(os.environ.get("REWRITE_CORPUS", "/nonexistent"))
 WIDTH, LAYERS = 4096, 36  # 36 weights of 4096 x 4096 float32: 2.42 GB
 
 
@@ -129,13 +129,10 @@ def _dims(vi: onnx.ValueInfoProto) -> list[int | str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not (CORPUS / "bert_dynamic.onnx").exists(), reason="needs REWRITE_CORPUS/bert_dynamic.onnx"
-)
 def test_bert_dynamic_keeps_symbolic_dims_and_is_correct_at_several_shapes(
     tmp_path: Path,
 ) -> None:
-    src, dst = CORPUS / "bert_dynamic.onnx", tmp_path / "out.onnx"
+    src, dst = corpus_model("bert_dynamic.onnx"), tmp_path / "out.onnx"
     report = optimize(src, dst, Options())
     assert report.status == "optimized", report.warnings
     before = onnx.load(str(src), load_external_data=False).graph

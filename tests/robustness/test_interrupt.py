@@ -2,12 +2,12 @@
 
 Ctrl-C is SIGINT to the whole process group of a `rewrite optimize` subprocess (as a terminal
 sends it), at the start of a given stage (the REWRITE_TEST_HOOK pause hook makes the stage
-wait there). Two writers of one output path are two subprocesses started together.
+wait there). Two writers of one output path are two subprocesses started together. The renames
+themselves (their order, SIGINT held back, the folder lock) are tested in tests/test_publish.py.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -18,7 +18,6 @@ from pathlib import Path
 import onnx
 import pytest
 
-from rewrite.publish import rename_into_place
 from tests.robustness.models import leftovers, mlp, norm, write
 
 REWRITE = Path(sys.executable).parent / "rewrite"
@@ -92,30 +91,3 @@ def test_two_processes_writing_one_path(tmp_path: Path) -> None:
     ops = [n.op_type for n in onnx.load(str(dst)).graph.node]
     assert ops in ([n.op_type for n in mlp().graph.node], [n.op_type for n in norm().graph.node])
     assert leftovers(tmp_path, {"a.onnx", "b.onnx", "out.onnx"}) == set()
-
-
-def _rename_many(folder: str, tag: str, times: int) -> None:
-    """Stage a model and its data file tagged `tag`, rename both into place, `times` times."""
-    dst = Path(folder) / "m.onnx"
-    for i in range(times):
-        staged = Path(folder) / f".stage-{tag}-{i}"
-        staged.mkdir()
-        (staged / "m.onnx.data").write_text(tag)
-        (staged / "m.onnx").write_text(tag)
-        rename_into_place(staged, dst)
-        staged.rmdir()
-
-
-def test_model_and_data_file_always_come_from_one_writer(tmp_path: Path) -> None:
-    """The folder lock keeps the two renames of one writer together: when both are done, the
-    model and its data file are one writer's pair (unlocked, A's data could land between
-    B's data and B's model)."""
-    ctx = multiprocessing.get_context("forkserver")
-    writers = [ctx.Process(target=_rename_many, args=(str(tmp_path), t, 300)) for t in "AB"]
-    for w in writers:
-        w.start()
-    for w in writers:
-        w.join()
-        assert w.exitcode == 0
-    assert (tmp_path / "m.onnx").read_text() == (tmp_path / "m.onnx.data").read_text()
-    assert leftovers(tmp_path, {"m.onnx", "m.onnx.data"}) == set()

@@ -7,7 +7,6 @@ model and say in the report which limit stopped it.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -20,9 +19,9 @@ from rewrite.onnx_io import load
 from rewrite.pipeline import Options, optimize
 from rewrite.rules.saturate import NODE_OVERSHOOT, RULES, Limits, egraph_size, install, saturate
 from rulesets.cleanup import CLEANUP
+from tests.conftest import corpus_model
 from tests.robustness.models import EXPLODE, add_chain, write
 
-CORPUS = Path(os.environ.get("REWRITE_CORPUS", "/nonexistent"))
 NO_LIMIT = 10**9
 
 
@@ -130,7 +129,6 @@ def test_report_names_the_limit(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (CORPUS / "gpt2.onnx").exists(), reason="needs REWRITE_CORPUS/gpt2.onnx")
 @pytest.mark.parametrize("nodes", [20_000, 200_000])
 def test_exploding_rules_on_gpt2_finish_within_limits(tmp_path: Path, nodes: int) -> None:
     """The acceptance case: Add assoc + comm on gpt2 stops within its limits, usable."""
@@ -142,7 +140,7 @@ def test_exploding_rules_on_gpt2_finish_within_limits(tmp_path: Path, nodes: int
         time_limit=limit,
     )
     t = time.monotonic()
-    report = optimize(CORPUS / "gpt2.onnx", dst, opts)
+    report = optimize(corpus_model("gpt2.onnx"), dst, opts)
     elapsed = time.monotonic() - t
     sat = report.saturation
     print(

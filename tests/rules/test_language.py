@@ -215,3 +215,48 @@ def test_int_attribute_variable_matches_and_is_reused() -> None:
     assert "(= _n1 (Cast _a_t _v_x)) (= _n2 (Cast _a_t _n1))" in form
     # the right side equals a matched sub-term: the union reuses it instead of rebuilding it
     assert "((union _n2 _n1))" in form
+
+
+def test_an_int_beside_a_float_compiles_as_a_float() -> None:
+    """`s.value() != 0` means `!= 0.0`, as in the prover (Z3 compares them as reals)."""
+    rs = RuleSet("mine")
+
+    @rs.rule
+    def scaled(x: Tensor, s: Tensor) -> Rewrite:
+        """(x · s) / s = x   when s is a nonzero scalar"""
+        return rewrite((x * s) / s).to(x, s.is_scalar(), s.value() != 0, s.value() * 2 > x.rank)
+
+    @rs.rule
+    def alpha_from_rank(a: Tensor, b: Tensor) -> Rewrite:
+        """FusedMatMul(A, B, alpha=2) = FusedMatMul(A, B, alpha=rank(A))   when rank(A) == 2"""
+        return rewrite(op.ms.FusedMatMul(a, b, alpha=2.0)).to(
+            op.ms.FusedMatMul(a, b, alpha=a.rank), a.rank == 2
+        )
+
+    (form,) = rs.rules[0].compile("r")
+    assert "(!= (scalar-value _v_s) 0.0)" in form
+    assert "(> (* (scalar-value _v_s) 2.0) (to-f64 (vec-length (shape _v_x))))" in form
+    (form,) = rs.rules[1].compile("r")
+    assert "(to-f64 (vec-length (shape _v_a)))" in form
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (
+            lambda x, s: rewrite(x * s).to(x, x.shape == 3),
+            r"x\.shape == 3 mixes a value of kind ints and one of int",
+        ),
+        (
+            lambda x, s: rewrite(op.Cast(x * s, to=1)).to(op.Cast(x, to=s.value())),
+            r"Cast's to is an integer; s\.value\(\) is a float",
+        ),
+    ],
+    ids=["shape-vs-int", "float-into-int-attribute"],
+)
+def test_values_of_different_kinds_are_refused_at_definition(make: object, match: str) -> None:
+    def mixed(x: Tensor, s: Tensor) -> Rewrite:
+        return make(x, s)  # type: ignore[operator, no-any-return]
+
+    with pytest.raises(RuleError, match=rf"mixed \(test_language\.py:\d+\): {match}"):
+        _define(mixed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,51 @@ def test_rules_are_chosen_by_target() -> None:
     cuda = {r.name for rs in select_rulesets(target="cuda") for r in rs}
     assert "add_as_sum" in cpu and "add_as_sum" not in cuda  # tagged ort-cpu only
     assert "identity_elim" in cpu and "identity_elim" in cuda  # portable
+
+
+def relu_rule(ruleset: str, name: str = "relu_relu", pad: int = 0) -> str:
+    """A rule file whose rule `name` is defined at line 5 + pad (the decorator's line)."""
+    return (
+        "from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite\n"
+        f"R = RuleSet({ruleset!r})\n" + "\n" * (2 + pad) + "@R.rule\n"
+        f"def {name}(x: Tensor) -> Rewrite:\n"
+        "    return rewrite(op.Relu(op.Relu(x))).to(op.Relu(x))\n"
+    )
+
+
+def test_a_rule_name_in_two_files_is_refused_naming_both(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = write(tmp_path / "a", relu_rule("first"))
+    b = write(tmp_path / "b", relu_rule("second", pad=3))
+    with pytest.raises(RuleError) as info:
+        select_rulesets(rule_files=[str(a), str(b)], names=["first"])
+    message = str(info.value)
+    assert "rule 'relu_relu' is defined twice" in message
+    assert f"{a}:5 (ruleset 'first')" in message and f"{b}:8 (ruleset 'second')" in message
+
+
+def test_a_rule_name_of_a_builtin_rule_is_refused(tmp_path: Path) -> None:
+    f = write(tmp_path, relu_rule("mine", name="identity_elim"))
+    with pytest.raises(
+        RuleError,
+        match=rf"'identity_elim' is defined twice: cleanup\.py:\d+ \(built-in ruleset "
+        rf"'cleanup'\) and {re.escape(str(f))}:5 \(ruleset 'mine'\)",
+    ):
+        select_rulesets(rule_files=[str(f)])
+
+
+def test_a_rule_name_twice_in_one_file_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    two_sets = relu_rule("one") + relu_rule("two").replace("R = ", "S = ").replace("@R", "@S")
+    f = write(tmp_path, two_sets)
+    with pytest.raises(
+        RuleError, match=rf"{re.escape(str(f))}:5 .* and {re.escape(str(f))}:12 \(ruleset 'two'\)"
+    ):
+        select_rulesets(rule_files=[str(f)])
+    one_set = relu_rule("one") + relu_rule("one").split("\n", 2)[2]
+    with pytest.raises(
+        RuleError,
+        match=r"relu_relu \(rules\.py:10\): a rule of that name is already in ruleset 'one' "
+        r"\(rules\.py:5\)",
+    ):
+        load_rule_file(write(tmp_path, one_set))

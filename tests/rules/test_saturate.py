@@ -6,11 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import helper as h
 
 from rewrite.egraph.encode import Encoded, encode
 from rewrite.onnx_io import load
+from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
 from rewrite.rules.saturate import Limits, saturate
+from rewrite.verify.prove import prove
 from rulesets.cleanup import CLEANUP
 from tests.egraph.models import model, vi, write
 
@@ -84,3 +87,56 @@ def test_stats_count_matches_per_rule(tmp_path: Path) -> None:
     js = stats.to_json()
     assert js["rule_matches"] == dict(sorted(stats.matches.items()))
     assert js["stop_reason"] == stats.stop_reason and js["egraph_sizes"] == stats.sizes
+
+
+def scale_model(c: float) -> onnx.ModelProto:
+    """y = Relu(Relu((x · c) / c)) with c a one-element float constant."""
+    return model(
+        [
+            h.make_node("Mul", ["x", "c"], ["m"]),
+            h.make_node("Div", ["m", "c"], ["d"]),
+            h.make_node("Relu", ["d"], ["r"]),
+            h.make_node("Relu", ["r"], ["y"]),
+        ],
+        [vi("x", [3])],
+        [vi("y", [3])],
+        inits=[onnx.numpy_helper.from_array(np.array([c], np.float32), "c")],
+    )
+
+
+SCALED = RuleSet("scaled")
+
+
+@SCALED.rule
+def mul_div_cancel(x: Tensor, s: Tensor) -> Rewrite:
+    """(x · s) / s = x   when s is a nonzero scalar"""
+    return rewrite((x * s) / s).to(x, s.is_scalar(), s.value() != 0, s.value() * 2 > x.rank - 9)
+
+
+@pytest.mark.parametrize(("c", "fires"), [(2.0, True), (0.0, False)])
+def test_a_float_guard_beside_an_int_literal_runs_in_egglog(
+    tmp_path: Path, c: float, fires: bool
+) -> None:
+    assert prove(SCALED.rules[0]).status == "proved"  # the prover reads `!= 0` as `!= 0.0` too
+    stats = saturate(encoded(scale_model(c), tmp_path), [SCALED], Limits())
+    assert stats.refused == [] and (stats.matches["mul_div_cancel"] > 0) is fires
+
+
+def test_a_rule_egglog_refuses_is_left_out_alone(tmp_path: Path) -> None:
+    # Rule names are refused twice at load; through the API, egglog refuses the second.
+    twin = RuleSet("twin")
+
+    @twin.rule
+    def relu_relu(x: Tensor) -> Rewrite:
+        """Relu(Relu(x)) = Relu(x)"""
+        return rewrite(op.Relu(op.Relu(x))).to(op.Relu(x))
+
+    twin.add(next(r for r in CLEANUP if r.name == "transpose_transpose"))  # one form per rank
+    twin.add(next(r for r in SCALED if r.name == "mul_div_cancel"))
+    stats = saturate(encoded(scale_model(2.0), tmp_path), [CLEANUP, SCALED, twin], Limits())
+    assert len(stats.refused) == 2, stats.refused
+    assert stats.refused[0].startswith("transpose_transpose (cleanup.py:")
+    assert stats.refused[1].startswith("mul_div_cancel (test_saturate.py:")
+    assert "in ruleset 'twin': could not be compiled to egglog" in stats.refused[1]
+    assert stats.matches["mul_div_cancel"] > 0 and stats.matches["relu_relu"] > 0
+    assert stats.to_json()["refused_rules"] == stats.refused

@@ -14,10 +14,10 @@ from onnx import helper
 
 from rewrite.errors import VerificationError
 from rewrite.verify import compare, differential, make_inputs, ort_noise
+from tests.conftest import corpus_model
 from tests.verify.models import I64, F, add_model, model, save
 
 BIAS = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
-BERT = Path("/tmp/corpus_mat/bert.onnx")
 
 
 def unary_model(*ops: str, dtype: int = F) -> onnx.ModelProto:
@@ -175,6 +175,29 @@ def test_reference_that_fails_raises_naming_the_file(tmp_path: Path) -> None:
         differential(ref, add_model(BIAS))
 
 
+def test_a_model_corrupted_on_disk_fails_against_its_original(tmp_path: Path) -> None:
+    """One weight changed in the candidate's external data file: the check reads the candidate
+    file (not the reference twice) and fails on both outputs, one element each."""
+    two = add_model(BIAS)
+    two.graph.node.append(helper.make_node("Mul", ["X", "B"], ["Z"]))
+    two.graph.output.append(helper.make_tensor_value_info("Z", F, [3, 4]))
+    ref, cand = tmp_path / "ref" / "m.onnx", tmp_path / "cand" / "m.onnx"
+    for path in (ref, cand):
+        path.parent.mkdir()
+        m = onnx.ModelProto()
+        m.CopyFrom(two)  # (saving with external data empties the proto's tensors)
+        onnx.save_model(m, path, save_as_external_data=True, location="w.bin", size_threshold=0)
+    assert differential(ref, cand).ok  # the same bytes: agree
+    data = np.fromfile(cand.parent / "w.bin", np.float32)
+    data[5] += 10.0  # B[1, 1]: Y = X + B and Z = X * B each change in one element
+    data.tofile(cand.parent / "w.bin")
+    r = differential(ref, cand, trials=1)
+    assert not r.ok and r.candidate == str(cand)
+    bad = [o.name for o in r.outputs if not o.ok]
+    assert bad == ["Y", "Z"] and all(o.mismatches == 1 for o in r.outputs)
+    assert r.reason.startswith("output 'Y'")
+
+
 def test_user_feeds_are_compared_too() -> None:
     x = np.full((3, 4), 2.0, np.float32)
     r = differential(add_model(BIAS), add_model(BIAS), feeds=[{"X": x}], trials=1)
@@ -186,10 +209,10 @@ def test_user_feeds_are_compared_too() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not BERT.exists(), reason=f"{BERT} not materialized")
 def test_bert_against_itself() -> None:
+    bert = corpus_model("bert.onnx")
     t0 = time.perf_counter()
-    r = differential(BERT, BERT, threads=os.cpu_count() or 1)
+    r = differential(bert, bert, threads=os.cpu_count() or 1)
     print(
         f"\ndifferential(bert, bert): {time.perf_counter() - t0:.2f} s; {r.summary()}; {r.timings}"
     )

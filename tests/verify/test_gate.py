@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rewrite.errors import RuleError
 from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
 from rewrite.verify import cache as proof_cache
 from rewrite.verify.command import add_verify_parser
@@ -107,13 +108,14 @@ def _verify(argv: list[str]) -> int:
 
 
 USER_RULES = '''
+from rewrite.errors import RuleError
 from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
 
 MINE = RuleSet("mine")
 
 
 @MINE.rule
-def double_neg(x: Tensor) -> Rewrite:
+def neg_neg(x: Tensor) -> Rewrite:
     """Neg(Neg(x)) = x"""
     return rewrite(op.Neg(op.Neg(x))).to(x)
 
@@ -134,13 +136,13 @@ def test_rewrite_verify_refuses_an_unsound_user_rule(
     status = _verify([str(path), "--report", str(report)])
     out = capsys.readouterr().out
     assert status == 1
-    assert "mine/double_neg" in out and "mine/sub_commutes" in out
+    assert "mine/neg_neg" in out and "mine/sub_commutes" in out
     assert "mine/sub_commutes (my_rules.py:" in out
     assert "refuted: the sides differ for x: float32[1], y: float32[1]: x=[" in out
     data = json.loads(report.read_text())
     by_name = {r["rule"]: r for r in data["rules"]}
-    assert by_name["double_neg"]["status"] == PROVED
-    assert by_name["double_neg"]["numeric"] == "bit-exact"
+    assert by_name["neg_neg"]["status"] == PROVED
+    assert by_name["neg_neg"]["numeric"] == "bit-exact"
     assert by_name["sub_commutes"]["status"] == REFUTED
     assert by_name["sub_commutes"]["counterexample"]["inputs"]
     assert data["summary"]["refuted"] == 1
@@ -153,7 +155,7 @@ def test_rewrite_verify_of_sound_rules_exits_zero(
     path.write_text(USER_RULES.split("@MINE.rule\ndef sub_commutes")[0])
     assert _verify([str(path), "--no-sample"]) == 0
     out = capsys.readouterr().out
-    assert "mine/double_neg" in out and "1 proved" in out
+    assert "mine/neg_neg" in out and "1 proved" in out
 
 
 def test_every_wrong_rule_is_refused_by_the_gate() -> None:
@@ -161,3 +163,30 @@ def test_every_wrong_rule_is_refused_by_the_gate() -> None:
     assert not accepted[0].rules
     assert len(refused) == len(WRONG)
     assert all(r.status == REFUTED and r.counterexample for r in refused)
+
+
+def test_rewrite_verify_marks_proofs_read_from_the_cache(
+    _cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "ok_rules.py"
+    path.write_text(USER_RULES.split("@MINE.rule\ndef sub_commutes")[0])
+    assert _verify([str(path), "--no-sample"]) == 0
+    cold = capsys.readouterr().out
+    assert "(cached)" not in cold and f"0 of 1 proofs read from {_cache}\n" in cold
+    report = tmp_path / "verify.json"
+    # The proof is cached, the numeric sample is not: the row is still a cached proof.
+    assert _verify([str(path), "--report", str(report)]) == 0
+    warm = capsys.readouterr().out
+    (row,) = [line for line in warm.splitlines() if line.startswith("mine/neg_neg")]
+    assert row.endswith("s (cached)") and "bit-exact" in row
+    assert f"proof cache: 1 of 1 proofs read from {_cache} (marked (cached)" in warm
+    data = json.loads(report.read_text())
+    assert data["summary"]["cached"] == 1 and data["summary"]["cache"] == str(_cache)
+    assert data["rules"][0]["cached"] is True
+
+
+def test_rewrite_verify_refuses_a_rule_name_optimize_would_refuse(tmp_path: Path) -> None:
+    path = tmp_path / "clash.py"
+    path.write_text(USER_RULES.replace("neg_neg", "double_neg"))  # a built-in rule's name
+    with pytest.raises(RuleError, match=r"'double_neg' is defined twice: cleanup\.py:\d+ "):
+        _verify([str(path)])

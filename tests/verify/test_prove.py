@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import TensorProto
 
 from rewrite.rules import Int, Rewrite, Rule, RuleSet, Tensor, op, rewrite
 from rewrite.verify.bound import Bound
@@ -69,6 +70,18 @@ def test_integer_semantics_truncate() -> None:
     assert cx is not None and set(cx.case["dtypes"].values()) == {"int64"}
 
 
+def test_a_rule_wrong_in_one_element_of_many_is_refuted() -> None:
+    """The query asks whether *any* element differs: the other elements are equal only by
+    distributivity (left to the solver, not simplified away), so asking whether every
+    element differs would call this rule proved."""
+    result = prove(_rule(WRONG, "concat_wrong_in_one_element"))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.lhs is not None
+    left, right = np.asarray(cx.lhs, dtype=float), np.asarray(cx.rhs, dtype=float)
+    assert left.size >= 2 and np.flatnonzero(left != right).tolist() == [left.size - 1]
+
+
 def test_cast_removal_is_a_type_counterexample() -> None:
     cx = prove(_rule(WRONG, "cast_removed")).counterexample
     assert cx is not None and "differ in type" in cx.why and cx.lhs is None
@@ -118,6 +131,24 @@ def mul_commutes_both_ways(x: Tensor, y: Tensor) -> list[Rewrite]:
 def matmul_assoc_2d(a: Tensor, b: Tensor, c: Tensor) -> Rewrite:
     """(A @ B) @ C = A @ (B @ C) for matrices"""
     return rewrite((a @ b) @ c).to(a @ (b @ c), a.rank == 2, b.rank == 2, c.rank == 2)
+
+
+@RS.rule
+def no_square_is_three_squares_plus_two(x: Tensor, y: Tensor, c: Tensor) -> Rewrite:
+    """Relu(a·a - 1) = a·a - 1 for a = x·x - 3·y·y - 2: true for integers (x·x = 3·y·y + 2
+    has no solution, mod 3), but nonlinear integer arithmetic Z3 cannot decide"""
+    a = x * x - (y * y + y * y + y * y + c + c)
+    b = a * a - c
+    return rewrite(op.Relu(b)).to(b, c.is_scalar(), c.value() == 1.0)
+
+
+INTEGERS = Bound(shapes=((1,),), few=((1,),), dtypes=(TensorProto.INT64,), timeout_ms=300)
+
+
+def test_a_query_z3_gives_up_on_is_unknown_not_proved() -> None:
+    result = prove(_rule(RS, "no_square_is_three_squares_plus_two"), INTEGERS)
+    assert result.status == UNKNOWN and result.counterexample is None
+    assert result.reason.startswith("Z3 gave up") and result.cases == 1
 
 
 def test_multi_pattern_rules_are_proved() -> None:

@@ -145,3 +145,16 @@ def matmul_assoc_without_rank_guard(a: Tensor, b: Tensor, c: Tensor) -> Rewrite:
     """(A @ B) @ C = A @ (B @ C)   (not for 1-D operands: numpy's vector promotion is not
     associative, e.g. A (1,), B (2, 1, 3), C (3,))"""
     return rewrite((a @ b) @ c).to(a @ (b @ c))
+
+
+@WRONG.rule
+def concat_wrong_in_one_element(x: Tensor, y: Tensor, z: Tensor, w: Tensor) -> Rewrite:
+    """Concat(x·(y + z), -w) = Concat(x·y + x·z, w) for a one-element w   (every element but
+    the last holds, by distributivity, which only the solver sees; the last is -w vs w)"""
+    return rewrite(op.Concat(x * (y + z), -w, axis=0)).to(
+        op.Concat(x * y + x * z, w, axis=0),
+        x.rank == 1,
+        y.shape == x.shape,
+        z.shape == x.shape,
+        w.shape == [1],
+    )
