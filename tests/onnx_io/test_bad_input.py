@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto as T
@@ -241,3 +242,26 @@ def test_negative_declared_dim(tmp_path: Path, where: str) -> None:
     name = {"input": "graph input 'x'", "output": "graph output 'y'", "value_info": "value 'r'",
             "subgraph": "graph output 't'"}[where]  # fmt: skip
     raises(path, rf"neg\.onnx: {name} declares a negative dim \(shape \[")
+
+
+@pytest.mark.parametrize(
+    ("field", "count", "what"),
+    [
+        ("raw_data", 5, "need 24 bytes, but holds 20"),
+        ("raw_data", 7, "need 24 bytes, but holds 28"),
+        ("float_data", 5, "need 6 values, but holds 5"),
+        ("float_data", 9, "need 6 values, but holds 9"),
+    ],
+)
+def test_initializer_whose_data_does_not_fit_its_dims(
+    tmp_path: Path, field: str, count: int, what: str
+) -> None:
+    values = np.arange(count, dtype=np.float32)
+    data = {field: values.tobytes() if field == "raw_data" else values.tolist()}
+    w = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[2, 3], **data)
+    model = models.model(
+        [h.make_node("Add", ["x", "w"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3])], inits=[w]
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    raises(path, re.escape(f"tensor 'w' declares dims [2, 3] (FLOAT), which {what}"))
