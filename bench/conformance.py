@@ -42,7 +42,7 @@ from rewrite.errors import RewriteError
 from rewrite.onnx_io.feeds import save_inputs
 from rewrite.pipeline import Options, optimize
 from rewrite.report import STATUS_OPTIMIZED
-from rewrite.verify.differential import compare
+from rewrite.verify.compare import compare
 
 IDENTICAL, TOLERANCE, WRONG = "identical", "within tolerance", "WRONG"
 

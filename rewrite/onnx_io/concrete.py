@@ -42,10 +42,11 @@ def observed_types(
     `feeds`: run on these inputs instead of seeded ones at `dims`."""
     import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type hints
 
+    why = "--dim: " if dims else ""  # static inputs: the run happens without --dim
     try:
         model = onnx.load(str(path))
         if model.ByteSize() >= PROTO_LIMIT:
-            return {}, "--dim: the model is over 2 GB; priced with symbolic dims as 1"
+            return {}, f"{why}the model is over 2 GB; priced with symbolic dims as 1"
         have = {o.name for o in model.graph.output}
         extra = [o for n in model.graph.node for o in n.output if o and o not in have]
         model.graph.output.extend(onnx.ValueInfoProto(name=o) for o in dict.fromkeys(extra))
@@ -61,7 +62,7 @@ def observed_types(
             feeds = make_inputs(str(path), dims=dict(dims))
         values = sess.run(names, dict(feeds))
     except Exception as e:  # pricing at symbolic sizes is the fallback, never an error
-        return {}, f"--dim: the sizing run failed ({first_line(e)}); symbolic dims priced as 1"
+        return {}, f"{why}the sizing run failed ({first_line(e)}); symbolic dims priced as 1"
     out: dict[str, TensorType] = {}
     for name, value in zip(names, values, strict=True):
         if isinstance(value, np.ndarray):

@@ -128,7 +128,8 @@ def input_specs(model: ModelLike, *, dims: dict[str, int] | None = None) -> list
         recipe = recipes.get(vi.name)
         given = recipe.get("shape") if isinstance(recipe, dict) else None
         shapes[vi.name] = _shape(element_type(vi)[1], given, dims or {}, corpus_dims, sizes)
-    uses = Uses(proto, known=shapes, sizes=sizes)
+    tensors = {vi.name for vi in inputs if element_type(vi)[0] in (TENSOR, OPTIONAL)}
+    uses = Uses(proto, known={n: s for n, s in shapes.items() if n in tensors}, sizes=sizes)
     specs = []
     for vi in inputs:
         container, tt = element_type(vi)
@@ -139,11 +140,9 @@ def input_specs(model: ModelLike, *, dims: dict[str, int] | None = None) -> list
             found = recipe_for(uses, vi.name, shapes[vi.name], dtype)
         if found is None:
             found = _default_fill(vi.name, dtype, uses)
-        shape = shapes[vi.name]
-        specs.append(
-            InputSpec(vi.name, dtype, shape, found.fill, found.low, found.high, found.value,
-                      container)
-        )  # fmt: skip
+        fill, low, high = found.fill, found.low, found.high
+        spec = InputSpec(vi.name, dtype, shapes[vi.name], fill, low, high, found.value, container)
+        specs.append(spec)
     return specs
 
 

@@ -1,0 +1,66 @@
+"""Generated feed sets the reference cannot run are dropped; the caller's must run; with none
+left the check is uncheckable, not a bad model."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from rewrite.errors import UncheckableError, VerificationError
+from rewrite.verify import differential
+from tests.onnx_io.test_feeds import seq_opt_model
+from tests.verify.models import I64, F, model
+
+
+def opaque_shape_model() -> onnx.ModelProto:
+    """Y = Reshape(X[2, 3], S + 0, allowzero=1): the shape passes through an Add, so the input
+    generator cannot tell it is a shape; random [0, 2) values never make 6 elements."""
+    return model(
+        [
+            helper.make_node("Add", ["S", "Z"], ["S2"]),
+            helper.make_node("Reshape", ["X", "S2"], ["Y"], allowzero=1),
+        ],
+        [
+            helper.make_tensor_value_info("X", F, [2, 3]),
+            helper.make_tensor_value_info("S", I64, [2]),
+        ],
+        [helper.make_tensor_value_info("Y", F, None)],
+        [("Z", np.zeros(2, np.int64))],
+    )
+
+
+def good_feeds() -> dict[str, np.ndarray]:
+    return {"X": np.arange(6, dtype=np.float32).reshape(2, 3), "S": np.array([3, 2], np.int64)}
+
+
+def test_no_runnable_generated_set_is_uncheckable_and_says_to_pass_inputs() -> None:
+    m = opaque_shape_model()
+    with pytest.raises(UncheckableError, match="none of the 2 generated input sets") as e:
+        differential(m, m)
+    assert "pass them with --inputs (seed 0: [ONNXRuntimeError]" in str(e.value)
+
+
+def test_with_user_inputs_the_failing_generated_sets_are_dropped() -> None:
+    m = opaque_shape_model()
+    r = differential(m, m, feeds=[good_feeds()])
+    assert r.ok and r.trials == 1
+    assert [d.split(":")[0] for d in r.dropped] == ["seed 0", "seed 1"]
+    assert "2 generated sets the input model fails on dropped" in r.summary()
+
+
+def test_user_inputs_the_reference_fails_on_are_refused() -> None:
+    m = opaque_shape_model()
+    bad = {**good_feeds(), "S": np.array([4, 2], np.int64)}
+    with pytest.raises(VerificationError, match=r"on user feed set 0 \(the inputs given\)") as e:
+        differential(m, m, feeds=[bad])
+    assert not isinstance(e.value, UncheckableError)
+
+
+def test_sequence_and_optional_inputs_are_compared() -> None:
+    """Before: no feeds for them, so the reference failed (missing input) or the candidate was
+    said to have 'extra' inputs."""
+    m = seq_opt_model()
+    r = differential(m, m)
+    assert r.ok and r.trials == 2 and [o.name for o in r.outputs] == ["Y", "Z", "W"]
