@@ -268,6 +268,12 @@ def _reference_outputs(
             dropped.append(f"{names[i]}: {_first(e)}")
             continue
         kept.append(i)
+    unfeedable = _unfeedable(sess)
+    if not kept and unfeedable:
+        raise UncheckableError(
+            f"the input model {label} has inputs ONNX Runtime's Python API cannot feed "
+            f"({', '.join(unfeedable)}), so nothing was compared (--inputs cannot help)"
+        )
     if not kept:
         raise UncheckableError(
             f"the input model {label} runs in ONNX Runtime on none of the {generated} generated "
@@ -275,6 +281,21 @@ def _reference_outputs(
             f"--inputs ({dropped[0] if dropped else 'no set was generated'})"
         )
     return outs, kept, dropped
+
+
+_UNFEEDABLE = ("bfloat16", "float8", "float4", "int4", "uint4", "int2", "uint2")
+"""Element types whose numpy arrays onnxruntime's Python API does not accept as feeds."""
+
+
+def _unfeedable(sess: ort.InferenceSession) -> list[str]:
+    """'name (type)' of each input of `sess` whose element type cannot be fed from numpy."""
+    out = []
+    for i in sess.get_inputs():
+        inner = str(i.type).removeprefix("seq(").removeprefix("optional(")
+        elem = inner.removeprefix("tensor(").rstrip(")")
+        if elem.startswith(_UNFEEDABLE):
+            out.append(f"'{i.name}' ({i.type})")
+    return out
 
 
 def _run_reference(

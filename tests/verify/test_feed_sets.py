@@ -64,3 +64,14 @@ def test_sequence_and_optional_inputs_are_compared() -> None:
     m = seq_opt_model()
     r = differential(m, m)
     assert r.ok and r.trials == 2 and [o.name for o in r.outputs] == ["Y", "Z", "W"]
+
+
+def test_an_input_numpy_cannot_feed_is_named_and_inputs_are_not_suggested() -> None:
+    m = model(
+        [helper.make_node("Cast", ["X"], ["Y"], to=F)],
+        [helper.make_tensor_value_info("X", onnx.TensorProto.BFLOAT16, [3])],
+        [helper.make_tensor_value_info("Y", F, [3])],
+    )
+    with pytest.raises(UncheckableError, match="cannot feed") as e:
+        differential(m, m)
+    assert "'X' (tensor(bfloat16))" in str(e.value) and "--inputs cannot help" in str(e.value)
