@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 CORPUS ?= .cache/corpus
 
-.PHONY: demo test test-latest test-corpus lint venv clean
+.PHONY: demo test test-latest test-corpus mutate lint venv clean
 
 venv: $(STAMP)
 
@@ -54,6 +54,23 @@ $(CORPUS)/.done:
 	@test -d $(SHARED)/corpus || { echo "no corpus at $(SHARED)/corpus (set SHARED=...)"; exit 1; }
 	mkdir -p $(CORPUS)
 	$(PY) $(SHARED)/corpus/materialize.py $(SHARED)/corpus $(CORPUS)
+	@touch $@
+
+# Mutation testing (mutmut, one worker; hours on 2 cores): do the tests catch a changed line of
+# the prover, the differential check, the rename into place, the extraction validator, the MIP
+# and the pipeline's verify wiring? Configured in pyproject.toml [tool.mutmut]; results and the
+# survivors' dispositions in BENCHMARKS.md ("Mutation testing"). `make mutate MUTANTS=...`
+# runs a subset (mutmut globs, e.g. 'rewrite.publish.*').
+MUTANTS ?= 'rewrite.verify.prove.*' 'rewrite.verify.differential.*' 'rewrite.publish.*' \
+  'rewrite.extract.check.*' 'rewrite.extract.mip.*' \
+  'rewrite.stages.x__verified__mutmut_*' 'rewrite.stages.x__differential__mutmut_*'
+
+mutate: $(VENV)/.installed-mutate
+	$(VENV)/bin/mutmut run --max-children 1 $(MUTANTS)
+	$(VENV)/bin/mutmut results
+
+$(VENV)/.installed-mutate: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,mutate]'
 	@touch $@
 
 lint: venv

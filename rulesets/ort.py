@@ -6,6 +6,8 @@ matchers miss patterns. These rules offer the alternatives; the cost model, whic
 ORT will actually run, decides.
 """
 
+from onnx import TensorProto
+
 from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
 
 ORT = RuleSet("ort", doc="alternatives that change what ONNX Runtime fuses")
@@ -13,10 +15,10 @@ ORT = RuleSet("ort", doc="alternatives that change what ONNX Runtime fuses")
 
 @ORT.rule(tags=["exact", "ort-cpu"])
 def add_as_sum(a: Tensor, b: Tensor) -> Rewrite:
-    """a + b = Sum(a, b)
+    """a + b = Sum(a, b)   when a is float32 (ORT's CPU Sum has no integer kernel)
 
     The same kernel under another name: ORT fuses Add + LayerNormalization into
     SkipLayerNormalization, which ORT 1.32 runs about 5x slower on CPU than the Add and
     LayerNormalization it replaces, and it does not fuse Sum. The cost model prices an Add that
     feeds a LayerNormalization as the fused kernel, so extraction picks Sum exactly there."""
-    return rewrite(a + b).to(op.Sum(a, b))
+    return rewrite(a + b).to(op.Sum(a, b), a.dtype == TensorProto.FLOAT)

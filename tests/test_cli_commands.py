@@ -160,21 +160,29 @@ def relu_chain(c: float) -> onnx.ModelProto:
 SCALE = '''
 
 @MINE.rule
-def mul_div_cancel(x: Tensor, s: Tensor) -> Rewrite:
-    """(x · s) / s = x   when s is a nonzero scalar"""
-    return rewrite((x * s) / s).to(x, s.is_scalar(), s.value() != 0)
+def mul_by_one(x: Tensor, s: Tensor) -> Rewrite:
+    """x · s = x   when s is a one-element 1 (the int literal compares with a float value)"""
+    y = x * s
+    return rewrite(y).to(x, s.is_scalar(), s.value() == 1, y.shape == x.shape)
+
+
+@MINE.rule
+def div_by_one(x: Tensor, s: Tensor) -> Rewrite:
+    """x / s = x   when s is a one-element 1"""
+    y = x / s
+    return rewrite(y).to(x, s.is_scalar(), s.value() == 1, y.shape == x.shape)
 '''
 
 
 def test_a_float_guard_with_an_int_literal_is_proved_and_used(tmp_path: Path) -> None:
     rules = tmp_path / "mine.py"
     rules.write_text(HEADER + "MINE = RuleSet('mine')\n" + SCALE + RELU_RELU.format(rs="MINE"))
-    src, dst, rep = write(relu_chain(2.0), tmp_path), tmp_path / "out.onnx", tmp_path / "r.json"
+    src, dst, rep = write(relu_chain(1.0), tmp_path), tmp_path / "out.onnx", tmp_path / "r.json"
     args = ["optimize", str(src), str(dst), "--rules", str(rules), "--ruleset", "mine", "-q"]
     assert main([*args, "--report", str(rep)]) == 0
     report = json.loads(rep.read_text())
     matches = report["saturation"]["rule_matches"]
-    assert matches["mul_div_cancel"] > 0 and matches["relu_relu"] > 0
+    assert matches["mul_by_one"] > 0 and matches["div_by_one"] > 0 and matches["relu_relu"] > 0
     assert report["saturation"]["refused_rules"] == []
     assert report["nodes_after"] == {"Relu": 1}
 

@@ -10,12 +10,15 @@ execution providers; other runtimes do not have them (rules that use them target
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+import z3  # type: ignore[import-untyped]  # ships no type hints
 
-from rewrite.ops._z3 import float_only, real, to_real, vmap
-from rewrite.ops.base import EggSig, OpCall, OpSpec, TensorType, broadcast, fail
+from rewrite.ops._z3 import float_only, vmap
+from rewrite.ops.base import EggSig, OpCall, OpSpec, Shape, TensorType, broadcast, fail
 from rewrite.ops.elementwise import per_element, same_type
+from rewrite.ops.matmul import matmul_shape
 from rewrite.ops.registry import register
 from rewrite.ops.unary import ERF, TANH, TRANSCENDENTAL, erf, z3_sigmoid
 
@@ -42,58 +45,66 @@ def _fast_gelu(x: Array) -> Array:
 
 
 def _bias_infer(call: OpCall) -> list[TensorType]:
+    """BiasGelu(A, B) -> A's type; ORT's kernel takes only a 1-D bias of A's last dim."""
     a, b = call.input(0), call.input(1)
     if a.shape is not None and b.shape is not None:
+        if len(b.shape) != 1 or not a.shape:
+            raise fail(call, "the bias must be 1-D (ORT's kernel)")
+        last, n = a.shape[-1], b.shape[0]
+        if isinstance(last, int) and isinstance(n, int) and last != n:
+            raise fail(call, "the bias must have A's last dim (ORT's kernel)")
         broadcast(a.shape, b.shape)
     return [a]
 
 
 def _fused_matmul_infer(call: OpCall) -> list[TensorType]:
+    """alpha·(A' @ B'): numpy's MatMul shapes, 1-D operands included (as ORT runs them);
+    transA / transB swap the last two axes of an operand of rank >= 2 only."""
     a, b = call.input(0), call.input(1)
-    if a.shape is None or b.shape is None or len(a.shape) < 2 or len(b.shape) < 2:
+    if a.shape is None or b.shape is None:
         return [TensorType(a.dtype, None)]
-    sa = list(a.shape)
-    sb = list(b.shape)
-    if call.attr("transA", 0):
-        sa[-1], sa[-2] = sa[-2], sa[-1]
-    if call.attr("transB", 0):
-        sb[-1], sb[-2] = sb[-2], sb[-1]
-    if isinstance(sa[-1], int) and isinstance(sb[-2], int) and sa[-1] != sb[-2]:
-        raise fail(call, f"inner dims {sa[-1]} and {sb[-2]} differ")
-    return [TensorType(a.dtype, (*broadcast(tuple(sa[:-2]), tuple(sb[:-2])), sa[-2], sb[-1]))]
+    sa, sb = _swapped(a.shape, call.attr("transA", 0)), _swapped(b.shape, call.attr("transB", 0))
+    return [TensorType(a.dtype, matmul_shape(call, sa, sb))]
+
+
+def _swapped(shape: Shape, trans: Any) -> Shape:
+    if not trans or len(shape) < 2:
+        return tuple(shape)
+    return (*shape[:-2], shape[-1], shape[-2])
+
+
+def _trans(x: Array, trans: Any) -> Array:
+    return np.swapaxes(x, -1, -2) if trans and x.ndim >= 2 else x
 
 
 def _fused_matmul_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     a, b = arrays[0], arrays[1]
     assert a is not None and b is not None
-    if call.attr("transA", 0):
-        a = np.swapaxes(a, -1, -2)
-    if call.attr("transB", 0):
-        b = np.swapaxes(b, -1, -2)
+    a, b = _trans(a, call.attr("transA", 0)), _trans(b, call.attr("transB", 0))
     alpha = float(call.attr("alpha", 1.0))
-    out = np.matmul(a.astype(np.float64), b.astype(np.float64)) * alpha
+    out = np.asarray(np.matmul(a.astype(np.float64), b.astype(np.float64)) * alpha)
     return [out.astype(arrays[0].dtype)]  # type: ignore[union-attr]
 
 
 def _fused_matmul_flops(call: OpCall, outputs: list[TensorType]) -> float:
     a = call.input(0)
-    k = a.shape[-2 if call.attr("transA", 0) else -1] if a.shape else None
+    k = a.shape[-2 if call.attr("transA", 0) and len(a.shape) >= 2 else -1] if a.shape else None
     n = outputs[0].numel
     return 2.0 * n * k if isinstance(k, int) and n is not None else 0.0
 
 
 # -- Z3 semantics: the formulas above, with erf, tanh and exp uninterpreted -------------------
-_INV_SQRT2 = real(1.0 / math.sqrt(2.0))
-_FAST_K = real(math.sqrt(2.0 / math.pi))
-_FAST_C = real(0.044715)
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_FAST_K = math.sqrt(2.0 / math.pi)
+_FAST_C = 0.044715
 
 
 def _z3_gelu(t: object) -> object:
-    return t * real(0.5) * (1 + ERF(t * _INV_SQRT2))  # type: ignore[operator]
+    return t * 0.5 * (1 + ERF(t * _INV_SQRT2))  # type: ignore[operator]
 
 
 def _z3_fast_gelu(t: object) -> object:
-    return t * real(0.5) * (1 + TANH(_FAST_K * (t + _FAST_C * t * t * t)))  # type: ignore[operator]
+    return t * 0.5 * (1 + TANH(_FAST_K * (t + _FAST_C * t * t * t)))  # type: ignore[operator]
 
 
 def _z3_elementwise(fn):  # type: ignore[no-untyped-def]
@@ -107,8 +118,9 @@ def _z3_elementwise(fn):  # type: ignore[no-untyped-def]
 
 
 def _alpha(call: OpCall, default: float) -> object:
-    """A float attribute as a Z3 real (it may already be a Z3 term: a rule's `c.value()`)."""
-    return to_real(call.attr("alpha", default))
+    """A float attribute (a Python float, or a Z3 term: a rule's `c.value()`)."""
+    a = call.attr("alpha", default)
+    return a if z3.is_expr(a) else float(a)
 
 
 def _z3_quick_gelu(call: OpCall, x: Array) -> Array:
@@ -117,10 +129,7 @@ def _z3_quick_gelu(call: OpCall, x: Array) -> Array:
 
 
 def _z3_fused_matmul(call: OpCall, a: Array, b: Array) -> Array:
-    if call.attr("transA", 0):
-        a = np.swapaxes(a, -1, -2)
-    if call.attr("transB", 0):
-        b = np.swapaxes(b, -1, -2)
+    a, b = _trans(a, call.attr("transA", 0)), _trans(b, call.attr("transB", 0))
     alpha = _alpha(call, 1.0)
     return vmap(lambda t: alpha * t, np.matmul(a, b))  # type: ignore[operator]
 

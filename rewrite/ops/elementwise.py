@@ -16,7 +16,7 @@ import numpy as np
 from onnx import TensorProto
 
 from rewrite.errors import ShapeError
-from rewrite.ops._z3 import is_int, trunc_div, vmap
+from rewrite.ops._z3 import SIGNED, divide, divide_unsigned, float_only, is_int, vmap
 from rewrite.ops.base import (
     EggSig,
     FlopsFn,
@@ -77,7 +77,10 @@ def _arith_infer(call: OpCall) -> list[TensorType]:
     """Same dtype in, same dtype out; shape = broadcast of all inputs."""
     if not call.inputs:
         raise fail(call, "needs at least one input")
-    return [TensorType(common_dtype(call), broadcast_inputs(call))]
+    dtype = common_dtype(call)
+    if dtype == BOOL:
+        raise fail(call, "not defined for bool (ONNX's type constraints)")
+    return [TensorType(dtype, broadcast_inputs(call))]
 
 
 def _bool_infer(call: OpCall) -> list[TensorType]:
@@ -168,12 +171,19 @@ def _where_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
 
 
 def _z3_div(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """Reals: a / b (b = 0 unspecified); integers: truncated toward zero."""
+    """IEEE or real division (`_z3.divide`); integers truncate toward zero, undefined at 0."""
     a, b = arrays[0], arrays[1]
     assert a is not None and b is not None
-    if is_int(call.input(0).dtype):
-        return [vmap(trunc_div, a, b)]
-    return [vmap(lambda x, y: x / y, a, b)]
+    dt = call.input(0).dtype
+    if is_int(dt) and dt not in SIGNED:
+        return [vmap(divide_unsigned, a, b)]
+    return [vmap(divide, a, b)]
+
+
+def _sum_z3(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """a + b; ONNX (and ORT) define Sum for floating dtypes only."""
+    float_only(call)
+    return _binary(np.add)(call, arrays)
 
 
 _EGG2 = EggSig(n_inputs=2)
@@ -198,7 +208,7 @@ _VARIADIC: tuple[tuple[str, ArrayFn], ...] = (
 )
 for _name, _vfn in _VARIADIC:
     # Sum of two inputs is typed: it is Add under another name (ORT fuses Add, not Sum)
-    two = {"egg": _EGG2, "z3": _binary(np.add)} if _name == "Sum" else {}
+    two = {"egg": _EGG2, "z3": _sum_z3} if _name == "Sum" else {}
     register(OpSpec(_name, _arith_infer, _variadic(_vfn), _variadic_flops, **two))
 register(OpSpec("Mean", _arith_infer, _variadic(np.add, mean=True), _variadic_flops))
 _COMPARE: tuple[tuple[str, ArrayFn], ...] = (

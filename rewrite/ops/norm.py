@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 from onnx import TensorProto
 
-from rewrite.ops._z3 import float_only, vmap
+from rewrite.ops._z3 import float_only, square_root, vmap
 from rewrite.ops.base import EggSig, OpCall, OpSpec, ReferenceFn, TensorType, broadcast, fail
 from rewrite.ops.elementwise import per_element, same_type
 from rewrite.ops.registry import register
@@ -172,7 +172,7 @@ def _z3_layer_norm(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     mean = x.sum(axis=axes, keepdims=True) / n
     var = ((x - mean) * (x - mean)).sum(axis=axes, keepdims=True) / n
     eps = float(call.attr("epsilon", 1e-5))
-    inv = vmap(lambda v: 1 / SQRT(v + eps), var)
+    inv = vmap(lambda v: 1 / square_root(v + eps, SQRT), var)
     return [(x - mean) * inv * scale + b]
 
 

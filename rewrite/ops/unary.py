@@ -17,7 +17,8 @@ import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
 from onnx import TensorProto
 
-from rewrite.ops._z3 import UF, cast, unary, vmap
+from rewrite.ops._cast import cast
+from rewrite.ops._z3 import UF, const, divide, square_root, unary, vmap
 from rewrite.ops._z3 import relu as z3_relu
 from rewrite.ops.base import (
     EggSig,
@@ -194,17 +195,55 @@ def _odd_bounded(f: Callable[[Any], Any]) -> tuple[Callable[[Any], Any], ...]:
     )
 
 
+def _fp_odd_bounded(f: Callable[[Any], Any]) -> tuple[Callable[[Any], Any], ...]:
+    """IEEE axioms of tanh and erf: NaN in, NaN out; else within [-1, 1], odd, sign kept."""
+    return (
+        lambda t: z3.fpIsNaN(t) == z3.fpIsNaN(f(t)),
+        lambda t: z3.Implies(
+            z3.Not(z3.fpIsNaN(t)),
+            z3.And(z3.fpGEQ(f(t), const(-1, t)), z3.fpLEQ(f(t), const(1, t))),
+        ),
+        lambda t: f(z3.fpNeg(t)) == z3.fpNeg(f(t)),
+        lambda t: z3.Implies(z3.fpGT(t, const(0, t)), z3.fpGEQ(f(t), const(0, t))),
+    )
+
+
+def _fp_exp_axioms(f: Callable[[Any], Any]) -> tuple[Callable[[Any], Any], ...]:
+    """IEEE axioms of exp: NaN in, NaN out; never negative (nor -0); exp(±0) = 1."""
+    return (
+        lambda t: z3.fpIsNaN(t) == z3.fpIsNaN(f(t)),
+        lambda t: z3.Implies(z3.Not(z3.fpIsNaN(t)), z3.Not(z3.fpIsNegative(f(t)))),
+        lambda t: z3.Implies(z3.fpIsZero(t), f(t) == const(1, t)),
+    )
+
+
 EXP: UF = UF(
     "exp",
     _safe(math.exp),
     (lambda t: EXP(t) > 0, lambda t: z3.Implies(t == 0, EXP(t) == 1)),
+    _fp_exp_axioms(lambda t: EXP(t)),
+    monotone=True,
 )
-TANH: UF = UF("tanh", _safe(math.tanh), _odd_bounded(lambda t: TANH(t)))
-ERF: UF = UF("erf", _safe(math.erf), _odd_bounded(lambda t: ERF(t)))
+TANH: UF = UF(
+    "tanh",
+    _safe(math.tanh),
+    (),
+    _fp_odd_bounded(lambda t: TANH(t)),
+    real_def=lambda t: 2 / (1 + EXP(-2 * t)) - 1,  # type: ignore[operator]
+    monotone=True,
+)
+ERF: UF = UF(
+    "erf",
+    _safe(math.erf),
+    _odd_bounded(lambda t: ERF(t)),
+    _fp_odd_bounded(lambda t: ERF(t)),
+    monotone=True,
+)
 SQRT: UF = UF(
     "sqrt",
     _safe(math.sqrt),
     (lambda t: z3.Implies(t >= 0, z3.And(SQRT(t) >= 0, SQRT(t) * SQRT(t) == t)),),
+    monotone=True,
 )
 
 
@@ -214,15 +253,19 @@ def z3_sigmoid(t: object) -> object:
 
 
 def _z3_reciprocal(t: object) -> object:
-    return 1 / t  # type: ignore[operator]
+    return divide(const(1, t), t)
+
+
+def _z3_sqrt(t: object) -> object:
+    return square_root(t, SQRT)
 
 
 def _z3_cast(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """Reals <-> ints truncate toward zero; float <-> float and int <-> int are identities."""
+    """Cast as ORT computes it, every dtype pair (`rewrite.ops._cast`)."""
     x = arrays[0]
     assert x is not None
-    to = int(call.attr("to"))
-    return [vmap(lambda t: cast(t, to), x)]
+    src, to = call.input(0).dtype, int(call.attr("to"))
+    return [vmap(lambda t: cast(t, src, to), x)]
 
 
 _EGG1 = EggSig(n_inputs=1)
@@ -233,7 +276,7 @@ _Z3 = {
     "Tanh": unary(TANH, floats=True),
     "Erf": unary(ERF, floats=True),
     "Exp": unary(EXP, floats=True),
-    "Sqrt": unary(SQRT, floats=True),
+    "Sqrt": unary(_z3_sqrt, floats=True),
     "Reciprocal": unary(_z3_reciprocal, floats=True),
 }
 _T = per_element(TRANSCENDENTAL)

@@ -25,7 +25,12 @@ from typing import Any
 from rewrite.errors import RuleError
 from rewrite.rules.language import Float, Int, Ints, Rewrite, Var
 
-TAGS = frozenset({"exact", "approximate", "portable", "ort-cpu", "ort-cuda"})
+TAGS = frozenset({"bit-exact", "exact", "approximate", "portable", "ort-cpu", "ort-cuda"})
+CLASSES = ("bit-exact", "exact", "approximate")
+"""Exactness classes, one per rule: `bit-exact` (the sides are bit-identical in IEEE float32
+and float16, proved in Z3's floating-point theory); `exact` (the default: equal in real
+arithmetic, and in IEEE float32/float16 within the differential check's tolerance of the
+output); `approximate` (opt-in: sampled within a declared tolerance)."""
 _PARAM_KINDS: dict[str, Callable[[str], Any]] = {
     "Tensor": Var,
     "Var": Var,
@@ -52,7 +57,13 @@ class Rule:
 
     @property
     def exact(self) -> bool:
+        """`bit-exact` or `exact` (not `approximate`)."""
         return "approximate" not in self.tags
+
+    @property
+    def exactness(self) -> str:
+        """The rule's class: `bit-exact`, `exact` or `approximate` (see `CLASSES`)."""
+        return next(c for c in CLASSES if c in self.tags)
 
     def compile(self, ruleset: str) -> list[str]:
         """The egglog commands of this rule in `ruleset`, named `name` (or `name@k`)."""
@@ -121,12 +132,15 @@ def make_rule(f: Callable[..., Any], tags: Iterable[str] = ()) -> Rule:
     bad = tagset - TAGS
     if bad:
         raise RuleError(f"{where}: unknown tags {sorted(bad)}; known: {sorted(TAGS)}")
-    if not tagset & {"exact", "approximate"}:
+    if not tagset & set(CLASSES):
         tagset |= {"exact"}
     if not tagset & {"portable", "ort-cpu", "ort-cuda"}:
         tagset |= {"portable"}
-    if {"exact", "approximate"} <= tagset:
-        raise RuleError(f"{where}: a rule is either exact or approximate, not both")
+    if len(tagset & set(CLASSES)) > 1:
+        raise RuleError(
+            f"{where}: a rule has one class of {', '.join(CLASSES)}, not "
+            f"{' and '.join(sorted(tagset & set(CLASSES)))}"
+        )
     params: list[tuple[str, str]] = []
     args = []
     for p in inspect.signature(f).parameters.values():

@@ -10,15 +10,8 @@ from typing import Any
 
 from rewrite.onnx_io.feeds import load_inputs, save_inputs
 from rewrite.onnx_io.inputs import InputSpec, input_specs, make_inputs
-from rewrite.verify.differential import (
-    CALIBRATION_FACTOR,
-    TOLERANCES,
-    DiffResult,
-    OutputDiff,
-    compare,
-    differential,
-    ort_noise,
-)
+from rewrite.verify.compare import CALIBRATION_FACTOR, TOLERANCES, OutputDiff, compare
+from rewrite.verify.differential import DiffResult, differential, ort_noise
 
 _LAZY = {
     "verify_rules": "rewrite.verify.gate",

@@ -9,11 +9,13 @@ The default bound (`DEFAULT_BOUND`):
   (1,) (3,) | (1,3) (2,1) (2,3) (3,2) | (2,1,3) (1,3,2) (2,3,2) | (1,2,1,3) (2,1,3,1) (2,3,1,2);
 - dtypes: float32 (real semantics) for every variable, on all those shapes; int64 (integer
   semantics) for every variable, on the shapes (1,) (3,) (2,3) (2,1,3) (2,3,1,2); when the
-  rule casts or tests dtypes, every mix of float32 and int64 on those five shapes;
+  rule casts or tests dtypes, every mix of float32, int64, int32, float16, float64 and bool
+  on those five shapes;
 - attributes, per op: Transpose perm every permutation of the rank; Reshape shape every
   pool shape (and the flat shape) with the input's element count, each also with a -1 first
   and with a 0 (copy) where it keeps the input's dim; Expand shape every pool shape that
-  broadcasts with the input; Cast to float32 / int64 / float64; `axis` every axis of the rank;
+  broadcasts with the input; Cast to float32 / int64 / float64 / int32 / float16 / bool /
+  uint8; `axis` every axis of the rank;
   Slice starts (0 | 1 | -2), ends (2 | -1 | end), axes (0 | -1), steps (1 | -1); other int
   attributes 0, 1 and the default; float attributes 1.0, 0.5, 1.702 and the default.
 
@@ -33,6 +35,12 @@ from rewrite.errors import RuleError
 from rewrite.ops.base import OpSpec, TensorType, broadcast
 
 FLOAT, INT64, DOUBLE = TensorProto.FLOAT, TensorProto.INT64, TensorProto.DOUBLE
+INT32, FLOAT16, BOOL, UINT8 = (
+    TensorProto.INT32,
+    TensorProto.FLOAT16,
+    TensorProto.BOOL,
+    TensorProto.UINT8,
+)
 Shape = tuple[int, ...]
 END = 2**63 - 1
 
@@ -53,7 +61,9 @@ class Bound:
     few: tuple[Shape, ...] = FEW
     """Shapes for int64 and mixed-dtype cases."""
     dtypes: tuple[int, ...] = (FLOAT, INT64)
-    cast_to: tuple[int, ...] = (FLOAT, INT64, DOUBLE)
+    cast_dtypes: tuple[int, ...] = (FLOAT, INT64, INT32, FLOAT16, DOUBLE, BOOL)
+    """Variable dtypes of rules that cast or test dtypes (every mix, on the `few` shapes)."""
+    cast_to: tuple[int, ...] = (FLOAT, INT64, DOUBLE, INT32, FLOAT16, BOOL, UINT8)
     floats: tuple[float, ...] = (1.0, 0.5, 1.702)
     max_cases: int = 60_000
     """A rule with more cases than this is `unknown` (its bound is too large to check)."""

@@ -6,8 +6,9 @@ The key of a rule's result is a SHA-256 of
   an entry and any change to a rule is a new entry);
 - the semantics it was checked against: the source text of every op module the rule uses,
   of `rewrite/ops/_z3.py`, and of the verifier (`rewrite/verify/` bound, cases, evaluate,
-  prove, sample, semantics), so editing an op's semantics or the prover invalidates the
-  results that depend on it;
+  prove, sample, semantics, and the sampler's specials, refute, ort_sides, sample_cases),
+  so editing an op's semantics, the prover or the sampler invalidates the results that
+  depend on it;
 - the bound, and `VERSION` (bumped when a result's format changes).
 
 Entries are JSON files under `cache_dir()`: `$REWRITE_CACHE_DIR`, else
@@ -31,8 +32,13 @@ from rewrite.paths import user_cache_dir
 from rewrite.rules.language import And, App, AttrVar, BinOp, Call, Cmp, Lit, Term, Var, subterms
 from rewrite.rules.rule import Rule
 
-VERSION = 1
-_VERIFIER = ("bound.py", "cases.py", "evaluate.py", "prove.py", "sample.py", "semantics.py")
+VERSION = 3  # 2: every rule sampled adversarially; a sampled counterexample is cached
+# 3: exactness classes (bit-exact / exact with the float check), bit-vector integers, IEEE model
+_VERIFIER = (
+    "bound.py", "cases.py", "evaluate.py", "prove.py", "sample.py", "semantics.py",
+    "specials.py", "refute.py", "ort_sides.py", "sample_cases.py", "confirm.py", "floatcheck.py",
+    "solve.py", "witness.py",
+)  # fmt: skip
 
 
 def cache_dir() -> Path:
@@ -120,6 +126,7 @@ def semantics_version(rule: Rule) -> str:
     ops = Path(inspect.getsourcefile(lookup) or ".").parent
     parts = [_file_hash(str(here / f)) for f in _VERIFIER]
     parts.append(_file_hash(str(ops / "_z3.py")))
+    parts.append(_file_hash(str(ops / "_cast.py")))
     parts += [f"{d}:{o}:{_op_source(d, o)}" for d, o in sorted(_ops_of(rule))]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()
 

@@ -91,7 +91,7 @@ def cases(rule: Rule, bound: Bound) -> Iterator[Case]:
                 if isinstance(s, Var) and s.name not in tvars:
                     tvars.append(s.name)
         if touches_dtype(rw):
-            dtype_sets = list(product(bound.dtypes, repeat=len(tvars)))
+            dtype_sets = list(product(bound.cast_dtypes, repeat=len(tvars)))
         else:
             dtype_sets = [(d,) * len(tvars) for d in bound.dtypes]
         for dtypes in dtype_sets:

@@ -10,6 +10,11 @@ refuted rule is followed by its counterexample. `--report out.json` writes every
 JSON. Exit status: 0 when no rule is refuted, 1 when one is, or a rule file cannot be loaded
 (a rule name defined twice included, as `optimize` refuses it), or the report cannot be
 written.
+
+`rewrite verify --self-test` checks the semantics instead (`verify.selftest`): every typed
+op's numpy reference and Z3 semantics against ONNX Runtime on special values (±0, ±inf, NaN,
+subnormals, large magnitudes, integer extremes), one row per op (input sets checked,
+mismatches of each); exit status 1 when any op mismatches.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ def load_rulesets(paths: list[str]) -> list[RuleSet]:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify the rules of `args.rules` (see the module docstring); returns the exit status."""
+    if args.self_test:
+        return cmd_self_test()
     t0 = time.perf_counter()
     if args.report:
         _check_writable(Path(args.report))
@@ -81,6 +88,21 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except OSError as e:
             raise RewriteError(f"{args.report}: cannot write the report: {e.strerror}") from e
     return EXIT_REFUTED if refuted else 0
+
+
+def cmd_self_test() -> int:
+    """`rewrite verify --self-test`: the table of `verify.selftest`; 1 on a mismatch."""
+    from rewrite.verify.selftest import self_test
+    from rewrite.verify.selftest import table as op_table
+
+    t0 = time.perf_counter()
+    rows = self_test()
+    print(op_table(rows))
+    bad = [r.op for r in rows if not r.ok]
+    summary = f"{len(rows)} ops: {len(rows) - len(bad)} match ORT"
+    print(f"\n{summary}, {len(bad)} do not{': ' + ', '.join(bad) if bad else ''} "
+          f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+    return EXIT_REFUTED if bad else 0
 
 
 def _check_writable(path: Path) -> None:
@@ -136,7 +158,7 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `verify` to the CLI's subparsers (its handler is `cmd_verify`)."""
     v = subparsers.add_parser(
         "verify",
-        help="prove rules (Z3) and random-test them (numpy, ORT)",
+        help="prove rules (Z3) and sample them adversarially (numpy, ORT)",
         description=__doc__.splitlines()[0] if __doc__ else None,
     )
     v.add_argument(
@@ -146,6 +168,12 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
     v.add_argument(
         "--no-cache", action="store_true", help="ignore and do not update the proof cache"
     )
-    v.add_argument("--no-sample", action="store_true", help="prove only (no random tests)")
+    v.add_argument("--no-sample", action="store_true", help="prove only (no adversarial sampling)")
+    v.add_argument(
+        "--self-test",
+        action="store_true",
+        help="check every typed op's numpy reference and Z3 semantics against ONNX Runtime "
+        "on special values (no rules are verified)",
+    )
     v.set_defaults(func=cmd_verify)
     return v

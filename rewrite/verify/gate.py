@@ -1,13 +1,18 @@
 """The gate: which rules `optimize` may use, and the verification results behind it.
 
-`verify_rules(rules)` proves (and, when asked, samples) every rule, with results cached
-(`verify.cache`), and returns one `RuleResult` per rule. Its `status`:
-- `proved`: proved for the bound (`verify.prove`);
-- `approximate`: an `approximate`-tagged rule that is not exact but whose sampled float64
-  error is within `tolerance` (`verify.sample`);
-- `refuted`: a counterexample (`counterexample`), or an approximate rule sampled outside its
-  tolerance;
+`verify_rules(rules)` proves and adversarially samples (`verify.sample`: special values in
+ORT and numpy) every rule, with results cached (`verify.cache`: a warm call reads them), and
+returns one `RuleResult` per rule. Its `status`:
+- `proved`: proved for the bound (`verify.prove`) and no sample breaks the rule's claimed
+  class (`bit-exact`, `exact`);
+- `approximate`: an `approximate`-tagged rule that is not exact but whose sampled error is
+  within `tolerance`;
+- `refuted`: a counterexample (`counterexample`) from the prover, or from a sample that breaks
+  the claimed class or that ORT refuses on the right side only (`ort-rejects-rhs`; a sampled
+  counterexample reproduces in ORT by construction), or an approximate rule sampled outside
+  its tolerance;
 - `unknown`: neither (`reason` says why).
+`sample=False` skips sampling (`rewrite verify --no-sample`): the status is the proof's.
 
 `gate(rulesets, allow_approximate=...)` keeps an exact rule only if `proved`, and an
 approximate rule only if approximate rules are allowed and it is `proved` or `approximate`;
@@ -21,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cache as _memo
 from importlib.metadata import version
 from typing import Any
 
@@ -28,6 +34,7 @@ from rewrite.rules.rule import Rule, RuleSet
 from rewrite.verify import cache as proof_cache
 from rewrite.verify.bound import DEFAULT_BOUND, Bound
 from rewrite.verify.prove import PROVED, REFUTED, UNKNOWN, ProofResult, prove
+from rewrite.verify.refute import APPROX_TOLERANCE
 
 APPROXIMATE = "approximate"
 
@@ -80,15 +87,18 @@ def verify_rules(
     *,
     bound: Bound = DEFAULT_BOUND,
     cache: bool = True,
-    sample: bool = False,
+    sample: bool = True,
     tolerance: float | None = None,
 ) -> list[RuleResult]:
-    """Verify every rule (see the module docstring). `sample=True` samples every rule (for its
-    numeric class); approximate rules whose proof fails are always sampled."""
-    from rewrite.verify.sample import APPROX_TOLERANCE
-
+    """Verify every rule (see the module docstring). `sample=False` samples only approximate
+    rules whose proof fails."""
     tol = APPROX_TOLERANCE if tolerance is None else tolerance
     return [_verify(r, bound, cache, sample, tol) for r in rules]
+
+
+@_memo
+def _ort_version() -> str:
+    return version("onnxruntime")
 
 
 def _verify(rule: Rule, bound: Bound, use_cache: bool, want_sample: bool, tol: float) -> RuleResult:
@@ -101,11 +111,11 @@ def _verify(rule: Rule, bound: Bound, use_cache: bool, want_sample: bool, tol: f
         entry["proof"] = _proof_json(prove(rule, bound))
     proof = entry["proof"]
     needs_sample = want_sample or (not rule.exact and proof["status"] != PROVED)
-    ort = version("onnxruntime") if needs_sample else ""
+    ort = _ort_version() if needs_sample else ""
     if needs_sample and (entry.get("sample") or {}).get("ort") != ort:
         from rewrite.verify.sample import sample
 
-        s = sample(rule)
+        s = sample(rule, tolerance=tol)
         entry["sample"] = {"ort": ort, **asdict(s)}
         changed = True
     if changed and use_cache:
@@ -142,13 +152,19 @@ def _result(
     cached: bool,
 ) -> RuleResult:
     status, reason = proof["status"], proof["reason"]
+    cx, cx_line = proof["counterexample"], proof["counterexample_line"]
     if not rule.exact and status != PROVED and sampled is not None:
         err = sampled["max_error"]
-        if sampled["samples"] > 0 and err <= tol:
+        if sampled["samples"] > 0 and err <= tol and not sampled.get("counterexample"):
             status, reason = APPROXIMATE, f"not exact; sampled max error {err:.3g} <= {tol:g}"
         else:
             status = REFUTED
             reason = f"sampled max error {err:.3g} exceeds the tolerance {tol:g}"
+    if status != REFUTED and sampled is not None and sampled.get("counterexample"):
+        status = REFUTED
+        reason = f"a sample breaks the rule's `{sampled.get('claim', 'exact')}` claim"
+    if status == REFUTED and not cx and sampled is not None and sampled.get("counterexample"):
+        cx, cx_line = sampled["counterexample"], sampled["counterexample_line"]
     res = RuleResult(
         rule=rule.name,
         source=rule.source,
@@ -159,8 +175,8 @@ def _result(
         cases=proof["cases"],
         seconds=seconds,
         proof_seconds=proof["seconds"],
-        counterexample=proof["counterexample"],
-        counterexample_line=proof["counterexample_line"],
+        counterexample=cx,
+        counterexample_line=cx_line,
         reason=reason,
         cached=cached,
     )

@@ -1,5 +1,20 @@
 """Prove a rule in Z3 for every case of a bound, or refute it with a counterexample.
 
+How a rule is proved depends on its class (`Rule.exactness`):
+- `bit-exact`: every case in the IEEE model (`ops._z3.IEEE`: float32 as `z3.Float32`,
+  integers as bit-vectors), the sides equal as SMT terms (NaN = NaN, -0 != +0); the smallest
+  cases again with float16 (and int32) in place of float32 (int64) when the rule neither casts
+  nor tests dtypes.
+- `exact` (and `approximate`, which the gate then samples): every case in the real model
+  (reals for floats, bit-vectors for integers; real division only where the divisor is
+  nonzero), then the float check (`verify.floatcheck`) on the smallest cases: in IEEE float32
+  and float16 the sides agree within the differential check's tolerance of the output, inf and
+  NaN at the same places, for every input (cancellation, inf·0, overflow and over/underflow
+  of exp refute an exact claim). Integer cases are checked at int64 and int32.
+
+Every value counterexample is re-run in ORT (`verify.confirm`) before the rule is called
+refuted; one that does not reproduce makes the rule `unknown`, saying so.
+
 For each case (`evaluate.cases`: shapes, dtypes and attribute values within `bound.Bound`
 that the left side matches and whose type-level guards hold) the prover checks, in order:
 1. the right side is defined (the ops accept its inputs and attributes);
@@ -21,85 +36,40 @@ do not confirm it, 30 seeded random inputs are tried.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
+from onnx import TensorProto
 
-from rewrite.errors import ShapeError
-from rewrite.ops._z3 import is_int
+from rewrite.ops._z3 import IEEE, REAL, arithmetic
 from rewrite.ops.base import TensorType
 from rewrite.rules.language import show
 from rewrite.rules.rule import Rule
 from rewrite.verify.bound import DEFAULT_BOUND, Bound, dtype_name
-from rewrite.verify.cases import Case, cases
-from rewrite.verify.evaluate import Evaluator, z3_backend
+from rewrite.verify.cases import Case, cases, touches_dtype
+from rewrite.verify.confirm import reproduces, typed_inputs
+from rewrite.verify.result import (
+    PROVED,
+    REFUTED,
+    UNKNOWN,
+    Counterexample,
+    ProofResult,
+    fmt,
+    unwrap,
+)
 from rewrite.verify.semantics import (
-    axioms,
-    close,
-    environment,
-    interpret,
-    interpret_array,
     number,
-    symbols,
     uses_ufs,
 )
+from rewrite.verify.sides import RhsUndefinedError, build_sides, diffs, retype
+from rewrite.verify.solve import solve
+from rewrite.verify.witness import agree_in_float64, float64_sides, random_search
 
 Array = np.ndarray
-PROVED, REFUTED, UNKNOWN = "proved", "refuted", "unknown"
-
-
-@dataclass
-class Counterexample:
-    """A case where the two sides differ: what, where, and both sides' outputs."""
-
-    rewrite: str
-    why: str
-    case: dict[str, Any]
-    inputs: dict[str, Any] = field(default_factory=dict)
-    lhs: Any = None
-    rhs: Any = None
-    lhs_float64: Any = None
-    rhs_float64: Any = None
-
-    def line(self) -> str:
-        """One line: the case, the inputs, both outputs."""
-        types = ", ".join(
-            f"{v}: {self.case['dtypes'][v]}{list(s)}" for v, s in self.case["shapes"].items()
-        )
-        attrs = self.case.get("attributes")
-        where = types + (f"; {_fmt(attrs)}" if attrs else "")
-        if self.lhs is None:
-            return f"{self.why} for {where}"
-        ins = " ".join(f"{v}={_fmt(x)}" for v, x in self.inputs.items())
-        out = f"left={_fmt(self.lhs)} right={_fmt(self.rhs)}"
-        if self.lhs_float64 is not None:
-            out += f" (float64: left={_fmt(self.lhs_float64)} right={_fmt(self.rhs_float64)})"
-        return f"{self.why} for {where}: {ins} -> {out}"
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class ProofResult:
-    status: str
-    bound: str
-    cases: int
-    seconds: float
-    counterexample: Counterexample | None = None
-    reason: str = ""
-
-
-def _fmt(x: Any) -> str:
-    if isinstance(x, dict):
-        return ", ".join(f"{k}={_fmt(v)}" for k, v in x.items())
-    if isinstance(x, list | tuple):
-        return "[" + ", ".join(_fmt(v) for v in x) + "]"
-    if isinstance(x, float):
-        return f"{x:.6g}"
-    return str(x)
+INT64, INT32 = TensorProto.INT64, TensorProto.INT32
+BITS = "bits"
+"""`check_case` mode of `bit-exact` rules (IEEE model, bit equality); `REAL` otherwise."""
 
 
 def prove(rule: Rule, bound: Bound = DEFAULT_BOUND) -> ProofResult:
@@ -118,25 +88,17 @@ def _prove(rule: Rule, bound: Bound, t0: float) -> ProofResult:
     syms: dict[tuple[Any, ...], Array] = {}
     n = 0
     unknown = ""
+    mode = BITS if rule.exactness == "bit-exact" else REAL
+    smallest: dict[Any, Case] = {}
+    memo: dict[str, bool] = {}
     for case in cases(rule, bound):
         n += 1
-        if n > bound.max_cases:
+        stop = _over_budget(n, bound, t0)
+        if stop:
             return ProofResult(
-                UNKNOWN,
-                bound.describe(),
-                n - 1,
-                time.perf_counter() - t0,
-                reason=f"more than {bound.max_cases} cases in the bound",
+                UNKNOWN, bound.describe(), n - 1, time.perf_counter() - t0, reason=stop
             )
-        if time.perf_counter() - t0 > bound.max_seconds:
-            return ProofResult(
-                UNKNOWN,
-                bound.describe(),
-                n - 1,
-                time.perf_counter() - t0,
-                reason=f"the proof took more than {bound.max_seconds:g} s",
-            )
-        outcome = check_case(case, syms, bound)
+        outcome = _check_with_views(case, syms, bound, mode, memo)
         if outcome is SKIP:
             n -= 1
             continue
@@ -144,6 +106,9 @@ def _prove(rule: Rule, bound: Bound, t0: float) -> ProofResult:
             return ProofResult(REFUTED, bound.describe(), n, time.perf_counter() - t0, outcome)
         if isinstance(outcome, str) and not unknown:
             unknown = outcome
+        key = tuple(t.dtype for t in case.tensors.values()), case.index
+        if key not in smallest or _numel(case) < _numel(smallest[key]):
+            smallest[key] = case
     dt = time.perf_counter() - t0
     if n == 0:
         return ProofResult(
@@ -153,33 +118,71 @@ def _prove(rule: Rule, bound: Bound, t0: float) -> ProofResult:
             dt,
             reason="no case in the bound matches the left side and its guards",
         )
+    from rewrite.verify.floatcheck import float_check
+
+    checked = float_check(rule, list(smallest.values()), bound, bits=mode == BITS)
+    dt = time.perf_counter() - t0
+    if isinstance(checked, Counterexample):
+        return ProofResult(REFUTED, bound.describe(), n, dt, checked)
     if unknown:
         return ProofResult(UNKNOWN, bound.describe(), n, dt, reason=unknown)
+    if isinstance(checked, str):
+        return ProofResult(UNKNOWN, bound.describe(), n, dt, reason=checked)
     return ProofResult(PROVED, bound.describe(), n, dt)
 
 
-def _inputs(case: Case, syms: dict[tuple[Any, ...], Array]) -> dict[str, Array]:
-    out = {}
-    for v, t in case.tensors.items():
-        key = (v, t.shape, t.dtype, case.facts.get(v))
-        if key not in syms:
-            syms[key] = symbols(v, t, case.facts.get(v))
-        out[v] = syms[key]
-    return out
+def _over_budget(n: int, bound: Bound, t0: float) -> str:
+    if n > bound.max_cases:
+        return f"more than {bound.max_cases} cases in the bound"
+    if time.perf_counter() - t0 > bound.max_seconds:
+        return f"the proof took more than {bound.max_seconds:g} s"
+    return ""
 
 
-def _all(parts: list[Any]) -> Any:
-    if any(z3.is_expr(p) for p in parts):
-        return z3.And(*parts)
-    return all(parts)
+def _numel(case: Case) -> int:
+    return sum(int(np.prod(t.shape or ())) for t in case.tensors.values())
 
 
-def _same(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    if z3.is_expr(a) and z3.is_expr(b):
-        return bool(a.eq(b))
-    return not z3.is_expr(a) and not z3.is_expr(b) and a == b
+def _check_with_views(
+    case: Case,
+    syms: dict[tuple[Any, ...], Array],
+    bound: Bound,
+    mode: str,
+    memo: dict[str, bool],
+) -> Counterexample | str | _Skip | None:
+    """The case, and first (integer cases of rules that neither cast nor test dtypes) the same
+    case at int32: integer arithmetic wraps at each width, and 32-bit queries are cheaper."""
+    if not touches_dtype(case.rewrite) and any(t.dtype == INT64 for t in case.tensors.values()):
+        view = retype(case, {INT64: INT32})
+        outcome = confirmed(view, check_case(view, syms, bound, mode, memo), mode)
+        if isinstance(outcome, Counterexample | _Skip):
+            return outcome
+        main = confirmed(case, check_case(case, syms, bound, mode, memo), mode)
+        return main if main is not None else outcome
+    return confirmed(case, check_case(case, syms, bound, mode, memo), mode)
+
+
+def confirmed(
+    case: Case, outcome: Counterexample | str | _Skip | None, mode: str
+) -> Counterexample | str | _Skip | None:
+    """A value counterexample stands only if ORT shows it (see the module docstring)."""
+    if not isinstance(outcome, Counterexample) or not outcome.inputs:
+        return outcome
+    if outcome.why.startswith("the right side is undefined"):
+        return outcome  # ORT would fail (or die of SIGFPE) on the right side: not run
+    shown, runs = reproduces(case, outcome.inputs, "bits")
+    if shown:
+        # what ORT ran: the inputs in their dtypes (reals rounded), and its outputs
+        outcome.inputs = {v: a.tolist() for v, a in typed_inputs(case, outcome.inputs).items()}
+        outcome.lhs_ort = outcome.lhs = unwrap([lo for lo, _ in runs])
+        outcome.rhs_ort = outcome.rhs = unwrap([ro for _, ro in runs])
+        return outcome
+    if shown is None:
+        return f"{outcome.line()}; but ORT cannot run the left side on these inputs"
+    return (
+        f"{outcome.line()}; but it does not reproduce in ORT (both sides give "
+        f"{fmt(unwrap([lo for lo, _ in runs]))}): the semantics differ from ORT's here"
+    )
 
 
 class _Skip:
@@ -190,9 +193,14 @@ SKIP = _Skip()
 
 
 def check_case(
-    case: Case, syms: dict[tuple[Any, ...], Array], bound: Bound
+    case: Case,
+    syms: dict[tuple[Any, ...], Array],
+    bound: Bound,
+    mode: str = REAL,
+    memo: dict[str, bool] | None = None,
 ) -> Counterexample | str | _Skip | None:
-    """None when the case holds, a `Counterexample`, why it is unknown, or `SKIP`."""
+    """None when the case holds, a `Counterexample`, why it is unknown, or `SKIP`. `mode`:
+    `REAL` (real model, equality) or `BITS` (IEEE model, bit equality)."""
     rw = case.rewrite
     if case.rhs_error:
         return Counterexample(
@@ -208,41 +216,29 @@ def check_case(
                 f"the sides differ in type: left {_type(lt)}, right {_type(rt)}",
                 case.describe(),
             )
-    inputs = _inputs(case, syms)
-    ev = Evaluator(case, inputs, z3_backend, all_of=_all)
+    model = IEEE if mode == BITS else REAL
     try:
-        lefts = [np.asarray(ev.term(t), dtype=object) for t, _ in pairs]
-        assume = [ev.expr(g) for g in case.value_guards]
-    except ShapeError:
-        return SKIP  # the semantics reject the left side's inputs: no graph has this case
-    if any(a is False for a in assume):
-        return SKIP
-    try:
-        rights = [np.asarray(ev.term(t), dtype=object) for _, t in pairs]
-    except ShapeError as e:
+        with arithmetic(model):
+            built = build_sides(case, syms, pairs, model)
+    except RhsUndefinedError as e:
         return Counterexample(repr(rw), f"the right side is not defined ({e})", case.describe())
-    diffs = []
-    for left, right in zip(lefts, rights, strict=True):
-        for a, b in zip(left.reshape(-1), right.reshape(-1), strict=True):
-            if _same(a, b):
-                continue
-            eq = a == b
-            eq = z3.simplify(eq) if z3.is_expr(eq) else z3.BoolVal(bool(eq))
-            if not z3.is_true(eq):
-                diffs.append(eq)
-    if not diffs:
+    if built is None:
+        return SKIP
+    inputs, lefts, rights, facts, rhs_defined = built
+    open_eqs = diffs(lefts, rights)
+    if not open_eqs and not rhs_defined:
         return None
-    facts = [a for a in assume if z3.is_expr(a)]
-    solver = z3.Solver()
-    solver.set("timeout", bound.timeout_ms)
-    solver.add(*facts, *axioms([*diffs, *facts]))
-    solver.add(z3.Or([z3.Not(d) for d in diffs]))
-    res = solver.check()
-    if res == z3.unsat:
+    m, why = solve(open_eqs, facts, rhs_defined, bound.timeout_ms, memo)
+    if why:
+        return f"Z3 gave up ({why}) on {_where(case)}"
+    if m is None:
         return None
-    if res == z3.unknown:
-        return f"Z3 gave up ({solver.reason_unknown()}) on {_where(case)}"
-    return _counterexample(case, solver.model(), inputs, lefts, rights, facts, repr(rw))
+    if rhs_defined and not z3.is_true(m.eval(z3.And(*rhs_defined), model_completion=True)):
+        values = {v: _eval_array(m, a, case.tensors[v].dtype) for v, a in inputs.items()}
+        why = "the right side is undefined where the left side is not (ORT fails: integer "
+        why += "division by zero or INT_MIN / -1)"
+        return Counterexample(repr(rw), why, case.describe(), values)
+    return _counterexample(case, m, inputs, lefts, rights, facts, repr(rw))
 
 
 def _type(t: TensorType) -> str:
@@ -254,11 +250,11 @@ def _where(case: Case) -> str:
     return ", ".join(f"{v}: {d['dtypes'][v]}{s}" for v, s in d["shapes"].items())
 
 
-def _eval_array(model: z3.ModelRef, arr: Array) -> list[Any]:
+def _eval_array(model: z3.ModelRef, arr: Array, dtype: int | None = None) -> list[Any]:
     out = np.empty(arr.shape, dtype=object)
     for idx in np.ndindex(*arr.shape):
         e = arr[idx]
-        out[idx] = number(model.eval(e, model_completion=True)) if z3.is_expr(e) else e
+        out[idx] = number(model.eval(e, model_completion=True), dtype) if z3.is_expr(e) else e
     return out.tolist()
 
 
@@ -271,12 +267,14 @@ def _counterexample(
     facts: list[Any],
     text: str,
 ) -> Counterexample | str:
-    values = {v: _eval_array(model, a) for v, a in inputs.items()}
+    values = {v: _eval_array(model, a, case.tensors[v].dtype) for v, a in inputs.items()}
     terms = [e for arr in (*lefts, *rights) for e in arr.reshape(-1) if z3.is_expr(e)]
     ufs = uses_ufs(terms)
-    l64, r64 = _float64(inputs, values, lefts, rights)
-    if ufs and _agree(l64, r64):
-        found = _random_search(case, inputs, lefts, rights, facts)
+    l64 = r64 = None
+    if ufs:
+        l64, r64 = float64_sides(inputs, values, lefts, rights)
+    if ufs and agree_in_float64(l64, r64):
+        found = random_search(case, inputs, lefts, rights, facts)
         if found is None:
             return (
                 f"a counterexample needs values of exp/erf/tanh/sqrt that the real "
@@ -291,70 +289,11 @@ def _counterexample(
         why,
         case.describe(),
         values,
-        _unwrap([_eval_array(model, a) for a in lefts]),
-        _unwrap([_eval_array(model, a) for a in rights]),
+        unwrap([_eval_array(model, a) for a in lefts]),
+        unwrap([_eval_array(model, a) for a in rights]),
         l64,
         r64,
     )
-
-
-def _unwrap(xs: list[Any]) -> Any:
-    return xs[0] if len(xs) == 1 else xs
-
-
-def _float64(
-    inputs: dict[str, Array], values: dict[str, Any], lefts: list[Array], rights: list[Array]
-) -> tuple[Any, Any]:
-    env = environment(inputs, {v: np.asarray(x, dtype=np.float64) for v, x in values.items()})
-    ls = [interpret_array(a, env).tolist() for a in lefts]
-    rs = [interpret_array(a, env).tolist() for a in rights]
-    return _unwrap(ls), _unwrap(rs)
-
-
-def _agree(a: Any, b: Any) -> bool:
-    return bool(np.all(close(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))))
-
-
-TRIALS = 30
-
-
-def _random_search(
-    case: Case,
-    inputs: dict[str, Array],
-    lefts: list[Array],
-    rights: list[Array],
-    facts: list[Any],
-) -> tuple[dict[str, Any], Any, Any] | None:
-    """Seeded random inputs (all `TRIALS` at once) until the sides differ in float64."""
-    rng = np.random.default_rng(0)
-    batch: dict[str, Array] = {}
-    for v, t in case.tensors.items():
-        shape = (*tuple(int(d) for d in t.shape or ()), TRIALS)  # type: ignore[arg-type]
-        if v in case.facts:
-            batch[v] = np.full(shape, float(case.facts[v]))
-        elif is_int(t.dtype):
-            batch[v] = rng.integers(-3, 4, size=shape).astype(np.float64)
-        else:
-            batch[v] = np.round(rng.normal(0.0, 2.0, size=shape), 3)
-    env = environment(inputs, batch)
-    ok = np.ones(TRIALS, dtype=bool)
-    for f in facts:
-        ok &= np.broadcast_to(np.asarray(interpret(f, env), dtype=bool), (TRIALS,))
-    differ = np.zeros(TRIALS, dtype=bool)
-    for left, right in zip(lefts, rights, strict=True):
-        same = close(interpret_array(left, env), interpret_array(right, env))
-        differ |= ~same.reshape(-1, TRIALS).all(axis=0)
-    hits = np.flatnonzero(ok & differ)
-    if not len(hits):
-        return None
-    k = int(hits[0])
-    values = {v: _typed(case, v, b[..., k]) for v, b in batch.items()}
-    l64, r64 = _float64(inputs, values, lefts, rights)
-    return values, l64, r64
-
-
-def _typed(case: Case, v: str, x: Array) -> Any:
-    return x.astype(np.int64).tolist() if is_int(case.tensors[v].dtype) else x.tolist()
 
 
 __all__ = ["PROVED", "REFUTED", "UNKNOWN", "Counterexample", "ProofResult", "prove", "show"]

@@ -1,63 +1,59 @@
-"""Random tests of a rule on larger shapes: numpy float64 and ONNX Runtime float32.
+"""Adversarial sampling of a rule: ORT float32 (as ORT runs it) and numpy float64.
 
-For up to `cases` instantiations from the `LARGE` bound (shapes with dims up to 6, the same
-attribute enumeration as the proof), `trials` seeded random input sets each (floats
-~ N(0, 1) rounded to float32; integers in [-5, 5] without 0, so that integer division is
-defined; `is_one` / `is_zero` / `c.value() == k` fix a constant), both sides are computed
-(a) with the ops' numpy references in float64 and (b) in ORT float32, one model per side,
-graph optimizations off (the typed ops map 1:1 to ONNX nodes). The rule's numeric class:
+Cases: up to `cases_` instantiations from the sampling bound (`verify.sample_cases`: ranks
+0-6, 1-element shapes at every rank, five dtypes, and dims on both sides of every integer
+constant in the rule: a rule with `ends=3` or `dim(-1) % 8` is also tried at dims 2, 3, 4, 6
+or 7, 8, 9, 16), spread over dtype and shape combinations, smallest first. Input sets per
+case (`verify.specials`): normal values, then special values (±0, ±inf, NaN, subnormals,
+1e30, 3e38, values near 1, 2^24 + 1, 2^31, 2^53, each integer dtype's min and max, ...) in
+`rounds` sets; `is_one` / `is_zero` / `c.value() == k` fix a variable, and a set whose value
+guards fail is not a sample. An integer `Div` of the dtype's min by -1 traps in ORT
+(SIGFPE): such a set is not run.
 
-- `bit-exact`: ORT gives bit-identical outputs for both sides on every sample;
-- `exact-in-reals`: not bit-identical in float32, but equal in float64 up to rounding
-  (scaled error <= 1e-9): the sides only round differently;
-- `approximate`: the float64 results differ: `max_error` is the largest
-  |left - right| / max(1, max |right|) over all samples (float64; `max_error_f32` for ORT);
-  it is infinite when the sides differ in shape or dtype, the right side is not defined, or
-  NaN / Inf appear on one side only;
-- `ort-rejects-rhs`: ORT runs the left side of a sample but not the right one (the op's
-  shape function accepts what ORT's kernel does not): `notes` gives ORT's error.
+Each sample runs both sides (a) with the ops' numpy references in float64 and (b) in ORT,
+one session per side and case, graph optimizations off. The first sample that breaks the
+rule's claimed class (`verify.refute`: `bit-exact`, `exact`, `approximate` within
+`tolerance`), or whose right side ORT refuses where it runs the left (`ort-rejects-rhs`),
+refutes the rule: the input set is shrunk (elements not needed set to 1) and kept as the
+counterexample, with both sides' ORT outputs, so it reproduces in ORT by construction. A
+case whose right side our shape functions reject, or whose sides differ in type, refutes too.
 
-A sample whose left side ORT cannot run (e.g. a float-only op on int64) is not a case.
-
-A rule is `within` a tolerance when its float64 `max_error` is at most that tolerance.
+The result also gives the rule's numeric class on the normal sets: `bit-exact` (ORT
+bit-identical), `exact-in-reals` (float64 scaled error <= 1e-9), `approximate` (above it),
+or `ort-rejects-rhs`; `max_error` is the largest scaled error (`refute.scaled_error`) of the
+float64 and the ORT outputs over all samples.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
 import numpy as np
-import onnx
-import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type hints
-from onnx import helper
 
-from rewrite.errors import ShapeError
-from rewrite.ops._z3 import is_int
-from rewrite.rules.language import App, Call, Cmp, Lit, Term, Var, subterms
+from rewrite.errors import RuleError, ShapeError
+from rewrite.rules.language import App, Call, Cmp, Lit, Var, subterms
 from rewrite.rules.rule import Rule
-from rewrite.verify.bound import Bound
-from rewrite.verify.cases import Case, cases
-from rewrite.verify.evaluate import Evaluator, make_call, numpy_backend, spec_of
+from rewrite.verify.cases import Case
+from rewrite.verify.evaluate import Evaluator, numpy_backend
+from rewrite.verify.ort_sides import LeftRejectedError, Sides, run_ort, side_model
+from rewrite.verify.refute import (
+    APPROX_TOLERANCE,
+    APPROXIMATE_CLAIM,
+    claim_of,
+    counterexample,
+    scaled_error,
+    shrink,
+    violation,
+)
+from rewrite.verify.sample_cases import LARGE, choose_cases
+from rewrite.verify.specials import draw_rounds, np_dtype
 
 Array = np.ndarray
 BIT_EXACT, EXACT_IN_REALS, APPROXIMATE = "bit-exact", "exact-in-reals", "approximate"
 ORT_REJECTS = "ort-rejects-rhs"
 REALS_EXACT = 1e-9
-APPROX_TOLERANCE = 1e-3
-"""Default tolerance of an `approximate` rule (scaled float64 error; see the docstring)."""
-
-LARGE = Bound(
-    shapes=(
-        (1,), (6,),
-        (1, 6), (4, 1), (4, 6), (6, 4),
-        (4, 1, 6), (1, 6, 4), (4, 6, 4),
-        (1, 4, 1, 6), (4, 1, 6, 1), (4, 6, 1, 4),
-    ),
-    few=((1,), (6,), (4, 6), (4, 1, 6), (4, 6, 1, 4)),
-)  # fmt: skip
 
 
 @dataclass
@@ -69,77 +65,208 @@ class SampleResult:
     max_error_f32: float
     seconds: float
     notes: list[str] = field(default_factory=list)
+    claim: str = "exact"
+    counterexample: dict[str, Any] | None = None
+    counterexample_line: str = ""
+
+    @property
+    def refuted(self) -> bool:
+        """A sample broke the rule's claimed class (`counterexample` says how)."""
+        return self.counterexample is not None
 
     def within(self, tolerance: float) -> bool:
-        return self.cases > 0 and self.max_error <= tolerance
+        return self.samples > 0 and not self.refuted and self.max_error <= tolerance
 
 
-def sample(rule: Rule, *, cases_: int = 6, trials: int = 2, seed: int = 0) -> SampleResult:
-    """Random-test `rule` (see the module docstring)."""
+def sample(
+    rule: Rule,
+    *,
+    cases_: int = 16,
+    rounds: int = 14,
+    seed: int = 0,
+    tolerance: float = APPROX_TOLERANCE,
+) -> SampleResult:
+    """Sample `rule` adversarially (see the module docstring); never raises for a rule the
+    sampler cannot run (the reason is a note)."""
     t0 = time.perf_counter()
-    pool = list(islice(cases(rule, LARGE), 400))
-    step = max(1, len(pool) // cases_)
-    chosen = pool[::step][:cases_]
+    run = _Run(claim_of(rule.tags), tolerance)
     rng = np.random.default_rng(seed)
-    err64 = err32 = 0.0
-    bit, rejected = True, False
-    n = 0
-    notes: list[str] = []
+    chosen = choose_cases(rule, cases_, rng)
     for case in chosen:
-        if not _same_types(case):
-            n += 1
-            err64 = err32 = float("inf")
-            bit = False
-            continue
-        for _ in range(trials):
-            values = _draw(case, rng)
+        try:
+            run.case(case, rng, rounds)
+        except (RuleError, ShapeError, ValueError) as e:
+            run.notes.append(f"not sampled: {e}")
+        except Exception as e:  # a bug of ours in one case must not stop the gate
+            run.notes.append(f"not sampled ({type(e).__name__}): {e}")
+        if run.cx is not None:
+            break
+    return run.result(len(chosen), time.perf_counter() - t0)
+
+
+class _Run:
+    """The state of one `sample` call: errors so far, and the first counterexample."""
+
+    def __init__(self, claim: str, tolerance: float) -> None:
+        self.claim, self.tol = claim, tolerance
+        self.n = 0
+        self.err64 = self.err32 = self.normal64 = 0.0
+        self.bit, self.rejected = True, False
+        self.notes: list[str] = []
+        self.cx: dict[str, Any] | None = None
+        self.line = ""
+
+    def result(self, n_cases: int, seconds: float) -> SampleResult:
+        if self.rejected:
+            numeric = ORT_REJECTS
+        elif self.normal64 > REALS_EXACT:
+            numeric = APPROXIMATE
+        else:
+            numeric = BIT_EXACT if self.bit else EXACT_IN_REALS
+        if self.n == 0 and self.cx is None:
+            self.notes.append("no sample satisfied the rule's guards")
+        err = max(self.err64, self.err32)
+        notes = sorted(set(self.notes))
+        return SampleResult(
+            numeric, n_cases, self.n, err, self.err32, seconds, notes,
+            self.claim, self.cx, self.line,
+        )  # fmt: skip
+
+    def refute(self, case: Case, why: str, values: dict[str, Array], outs: Any) -> None:
+        left, right = outs if outs else (None, None)
+        cx, self.line = counterexample(case, why, values, left, right)
+        self.cx = cx.to_json()
+
+    def case(self, case: Case, rng: np.random.Generator, rounds: int) -> None:
+        fixed = fixed_values(case)
+        if case.rhs_error:
+            return self.undefined_rhs(case, fixed, rng)
+        sides: dict[Any, Sides] = {}
+        for kind, values in draw_rounds(case.tensors, fixed, rng, rounds):
             try:
-                e64 = _numpy_error(case, values)
-                ort = _ort_error(case, values)
-            except _LeftRejectedError:
-                break  # the left side is not a model ORT runs (e.g. Gelu of int64): no case
-            except (ShapeError, ValueError) as e:
-                notes.append(f"numpy: {e}")
-                break
-            if e64 is None:
+                got = self.check(case, values, sides, kind == "normal")
+            except LeftRejectedError:
+                if not sides:
+                    return None  # ORT does not run the left side of this case: not a case
                 continue
-            n += 1
-            err64 = max(err64, e64)
-            if isinstance(ort, str):
-                notes.append(ort)
-                rejected = True
+            if got is None or not got[0]:
                 continue
-            bit = bit and ort[0]
-            err32 = max(err32, ort[1])
-    if rejected:
-        numeric = ORT_REJECTS
-    elif err64 > REALS_EXACT:
-        numeric = APPROXIMATE
-    elif bit:
-        numeric = BIT_EXACT
-    else:
-        numeric = EXACT_IN_REALS
-    if n == 0:
-        notes.append("no sample satisfied the rule's guards")
-    return SampleResult(
-        numeric, len(chosen), n, err64, err32, time.perf_counter() - t0, sorted(set(notes))
-    )
+            self.rejected = self.rejected or got[0].startswith("ORT cannot")
+            return self.shrunk(case, values, set(fixed), sides, got)
+        return None
+
+    def shrunk(
+        self,
+        case: Case,
+        values: dict[str, Array],
+        fixed: set[str],
+        sides: dict[Any, Sides],
+        got: tuple[str, Any],
+    ) -> None:
+        """Refute with the failing `values` made small (`refute.shrink`)."""
+
+        def fails(v: dict[str, Array]) -> bool:
+            try:
+                again = self.check(case, v, sides, False, count=False)
+            except LeftRejectedError:
+                return False
+            return again is not None and bool(again[0])
+
+        small = shrink(values, fixed, fails)
+        again = self.check(case, small, sides, False, count=False)
+        if again is not None and again[0]:
+            got, values = again, small
+        self.refute(case, got[0], values, got[1])
+
+    def undefined_rhs(self, case: Case, fixed: dict[str, Array], rng: np.random.Generator) -> None:
+        """A case whose right side our shape functions reject: a counterexample if ORT runs
+        the left side (else it is no case)."""
+        _, values = next(draw_rounds(case.tensors, fixed, rng, 1))
+        ev = Evaluator(case, as64(values), numpy_backend)
+        try:
+            left = run_ort(side_model(case, case.rewrite.lhs[0], ev, values), values)
+        except Exception:  # ORT's errors are plain exceptions: the left side is no model
+            return
+        why = f"the right side is not defined ({case.rhs_error})"
+        self.refute(case, why, values, (left, None))
+
+    def check(
+        self,
+        case: Case,
+        values: dict[str, Array],
+        sides: dict[Any, Sides],
+        normal: bool,
+        count: bool = True,
+    ) -> tuple[str, Any] | None:
+        """(why the sample breaks the claim or "", the ORT outputs), or None when the set is
+        not a sample (a value guard fails, or it would trap ORT)."""
+        ev = Evaluator(case, as64(values), numpy_backend)
+        for g in case.value_guards:
+            if not bool(np.all(ev.expr(g))):
+                return None
+        rw = case.rewrite
+        pairs64 = [(np.asarray(ev.term(lhs)), np.asarray(ev.term(rhs))) for lhs, rhs in
+                   zip(rw.lhs, rw.rhs, strict=True)]  # fmt: skip
+        if _traps(case, ev):
+            return None
+        key = _attr_key(case, ev)
+        if key not in sides:
+            sides[key] = Sides(case, ev, values)
+        outcome = sides[key].run(values)
+        if count:
+            self.n += 1
+            e64 = max(scaled_error(a, b) for a, b in pairs64)
+            self.err64 = max(self.err64, e64)
+            if normal:
+                self.normal64 = max(self.normal64, e64)
+        if outcome.right_error:
+            return outcome.right_error, None
+        why = ""
+        for (left, right), (exact, _) in zip(outcome.pairs, pairs64, strict=True):
+            if count:
+                self.err32 = max(self.err32, scaled_error(right, left))
+                if normal:
+                    self.bit = (
+                        self.bit
+                        and left.dtype == right.dtype
+                        and (left.tobytes() == right.tobytes())
+                    )
+            why = why or violation(self.claim, left, right, self.tol, exact)
+            if why:
+                return why, (left, right)
+        return why, outcome.pairs[0] if outcome.pairs else None
 
 
-def _same_types(case: Case) -> bool:
-    """Is the right side defined, with the left side's types?"""
-    if case.rhs_error:
-        return False
-    for lhs, rhs in zip(case.rewrite.lhs, case.rewrite.rhs, strict=True):
-        lt, rt = case.types[lhs], case.types.get(rhs) or case.rhs_types[rhs]
-        if (lt.dtype, lt.shape) != (rt.dtype, rt.shape):
-            return False
-    return True
+def as64(values: dict[str, Array]) -> dict[str, Array]:
+    return {v: a.astype(np.float64) if a.dtype.kind == "f" else a for v, a in values.items()}
 
 
-def _fixed_values(case: Case) -> dict[str, float]:
-    """Variables that a value guard `v.value() == k` pins to k."""
-    out: dict[str, float] = {}
+def _attr_key(case: Case, ev: Evaluator) -> Any:
+    """The attribute values of every op of the case (value-level ones can change per sample)."""
+    rw = case.rewrite
+    apps = [t for r in (*rw.lhs, *rw.rhs) for t in subterms(r) if isinstance(t, App)]
+    return tuple(repr(sorted(ev.app_values(a).items(), key=lambda kv: kv[0])) for a in apps)
+
+
+def _traps(case: Case, ev: Evaluator) -> bool:
+    """Does an integer Div of the case divide its dtype's min by -1 (SIGFPE in ORT)?"""
+    rw = case.rewrite
+    for root in (*rw.lhs, *rw.rhs):
+        for t in subterms(root):
+            if not (isinstance(t, App) and t.op == "Div" and t.domain == ""):
+                continue
+            a, b = (np.asarray(ev.memo.get(c, 0)) for c in t.inputs)
+            if a.dtype.kind == "i":
+                lo = np.iinfo(a.dtype).min
+                if bool(np.any((a == lo) & (b == -1))):
+                    return True
+    return False
+
+
+def fixed_values(case: Case) -> dict[str, Array]:
+    """Variables that `is_one`/`is_zero` or a value guard `v.value() == k` pins to k, as
+    arrays of their type."""
+    pinned = {v: float(k) for v, k in case.facts.items()}
     for g in case.value_guards:
         if isinstance(g, Cmp) and g.op == "==":
             for a, b in ((g.left, g.right), (g.right, g.left)):
@@ -149,137 +276,28 @@ def _fixed_values(case: Case) -> dict[str, float]:
                     and isinstance(a.args[0], Var)
                     and isinstance(b, Lit)
                 ):
-                    out[a.args[0].name] = float(b.value)
+                    pinned[a.args[0].name] = float(b.value)
+    out = {}
+    for v, k in pinned.items():
+        t = case.tensors[v]
+        out[v] = np.full(tuple(int(d) for d in t.shape or ()), k).astype(np_dtype(t.dtype))  # type: ignore[arg-type]
     return out
 
 
-def _draw(case: Case, rng: np.random.Generator) -> dict[str, Array]:
-    fixed = {**{v: float(k) for v, k in case.facts.items()}, **_fixed_values(case)}
-    out: dict[str, Array] = {}
-    for v, t in case.tensors.items():
-        shape = tuple(int(d) for d in t.shape or ())  # type: ignore[arg-type]
-        dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.dtype))
-        if v in fixed:
-            out[v] = np.full(shape, fixed[v], dtype=dt)
-        elif is_int(t.dtype):
-            mag = rng.integers(1, 6, size=shape)
-            out[v] = (mag * rng.choice([-1, 1], size=shape)).astype(dt)
-        else:
-            out[v] = rng.normal(0.0, 1.0, size=shape).astype(np.float32).astype(dt)
-    return out
-
-
-def _as64(values: dict[str, Array]) -> dict[str, Array]:
-    return {v: a.astype(np.float64) if a.dtype.kind == "f" else a for v, a in values.items()}
-
-
-def _numpy_error(case: Case, values: dict[str, Array]) -> float | None:
-    """Scaled float64 error between the sides; None when a value guard fails."""
-    ev = Evaluator(case, _as64(values), numpy_backend)
-    for g in case.value_guards:
-        if not bool(np.all(ev.expr(g))):
-            return None
-    err = 0.0
-    for lhs, rhs in zip(case.rewrite.lhs, case.rewrite.rhs, strict=True):
-        err = max(err, scaled_error(np.asarray(ev.term(lhs)), np.asarray(ev.term(rhs))))
-    return err
-
-
-def scaled_error(a: Array, b: Array) -> float:
-    """max |a - b| / max(1, max |b|) over elements finite in both; inf when NaN/Inf differ."""
-    if a.shape != b.shape:
-        return float("inf")
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    fa, fb = np.isfinite(a64), np.isfinite(b64)
-    if not np.array_equal(fa, fb) or not np.array_equal(a64[~fa], b64[~fb], equal_nan=True):
-        return float("inf")
-    if not fa.any():
-        return 0.0
-    scale = max(1.0, float(np.max(np.abs(b64[fb]))))
-    return float(np.max(np.abs(a64[fa] - b64[fb]))) / scale
-
-
-class _LeftRejectedError(Exception):
-    """ORT cannot run the left side: the case is not a model (an unsupported dtype, ...)."""
-
-
-def _ort_error(case: Case, values: dict[str, Array]) -> tuple[bool, float] | str:
-    """(bit-identical, scaled error) of the two sides run in ORT float32, or why ORT cannot
-    run the right side (raises `_LeftRejectedError` when it cannot run the left side)."""
-    ev = Evaluator(case, _as64(values), numpy_backend)  # for value-level attributes
-    same, err = True, 0.0
-    for lhs, rhs in zip(case.rewrite.lhs, case.rewrite.rhs, strict=True):
-        try:
-            left = run_ort(side_model(case, lhs, ev, values), values)
-        except Exception as e:  # ORT's errors are plain exceptions
-            raise _LeftRejectedError(str(e)) from e
-        try:
-            right = run_ort(side_model(case, rhs, ev, values), values)
-        except Exception as e:
-            return f"ORT cannot run the right side: {str(e).splitlines()[0][:300]}"
-        same = same and left.dtype == right.dtype and left.tobytes() == right.tobytes()
-        err = max(err, scaled_error(left, right))
-    return same, err
-
-
-def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) -> bytes:
-    """One side of a case as a serialized ONNX model: pattern variables are graph inputs."""
-    nodes: list[onnx.NodeProto] = []
-    inits: list[onnx.TensorProto] = []
-    names: dict[Term, str] = {}
-    used: list[str] = []
-    for t in subterms(root):
-        if t in names:
-            continue
-        if isinstance(t, Var):
-            names[t] = t.name
-            used.append(t.name)
-            continue
-        assert isinstance(t, App)
-        spec = spec_of(t)
-        call, consts = make_call(spec, [ev.type_of(c) for c in t.inputs], ev.app_values(t))
-        ins: list[str] = []
-        kids = iter(names[c] for c in t.inputs)
-        for j in range(len(call.inputs)):
-            if j in consts:
-                cname = f"const{len(inits)}"
-                inits.append(onnx.numpy_helper.from_array(consts[j], cname))
-                ins.append(cname)
-            else:
-                ins.append(next(kids))
-        out = f"t{len(nodes)}"
-        attrs = {k: _attr(v) for k, v in call.attrs.items()}
-        nodes.append(helper.make_node(t.op, ins, [out], domain=t.domain, **attrs))
-        names[t] = out
-    out_t = ev.type_of(root)
-    inputs = [
-        helper.make_tensor_value_info(v, case.tensors[v].dtype, values[v].shape) for v in used
-    ]
-    output = helper.make_tensor_value_info(names[root], out_t.dtype, out_t.shape)
-    if isinstance(root, Var):  # the side is a bare variable: copy it to an output
-        nodes.append(helper.make_node("Identity", [root.name], ["out"]))
-        output = helper.make_tensor_value_info("out", out_t.dtype, out_t.shape)
-    graph = helper.make_graph(nodes, "side", inputs, [output], inits)
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
-    model = helper.make_model(graph, opset_imports=opsets)
-    model.ir_version = 8
-    return model.SerializeToString()
-
-
-def _attr(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, list | tuple):
-        return [int(x) for x in v]
-    return v
-
-
-def run_ort(model: bytes, values: dict[str, Array]) -> Array:
-    """Run a one-output model on the CPU provider, graph optimizations off."""
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.intra_op_num_threads = 1
-    opts.log_severity_level = 4
-    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
-    feed = {i.name: values[i.name] for i in sess.get_inputs()}
-    return np.asarray(sess.run(None, feed)[0])
+__all__ = [
+    "APPROXIMATE",
+    "APPROXIMATE_CLAIM",
+    "APPROX_TOLERANCE",
+    "BIT_EXACT",
+    "EXACT_IN_REALS",
+    "LARGE",
+    "ORT_REJECTS",
+    "SampleResult",
+    "as64",
+    "choose_cases",
+    "fixed_values",
+    "run_ort",
+    "sample",
+    "scaled_error",
+    "side_model",
+]

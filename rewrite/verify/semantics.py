@@ -1,13 +1,14 @@
 """Z3 terms for tensors, and the bridge back to numbers.
 
-- `symbols(name, type)`: a numpy object array of fresh Z3 constants (`Real` for floating
-  dtypes, `Int` for integer ones), one per element, named `name[i,j]`.
+- `symbols(name, type)`: a numpy object array of fresh Z3 constants in the current model
+  (`ops._z3.symbol`: bit-vectors for integer dtypes, reals or IEEE floats for floating ones,
+  booleans for BOOL), one per element, named `name[i,j]`.
 - `interpret(term, env)`: the value of a Z3 term at concrete inputs, with every uninterpreted
   function replaced by the function it stands for (`UF.concrete`): this is how a
   counterexample found with uninterpreted functions is confirmed in real arithmetic (float64),
   and how the semantics and axioms are tested against the numpy references and ORT.
 - `axioms(terms)`: the ground instances of the UF axioms for every application in `terms`.
-- `number(value)`: a Z3 numeral as a Python int or float.
+- `number(value)`: a Z3 numeral (integer, rational, bit-vector, IEEE float) as a Python number.
 
 `interpret` computes with numpy, so one call evaluates a whole batch of inputs. Equality of
 floats in it is up to float64 rounding (relative 1e-9): it decides whether an axiom holds at
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
 
-from rewrite.ops._z3 import UFS, is_int
+from rewrite.ops._z3 import SIGNED, UFS, symbol
 from rewrite.ops.base import TensorType
 
 Array = np.ndarray
@@ -33,16 +34,21 @@ _REL = 1e-9
 def symbols(name: str, t: TensorType, fill: int | None = None) -> Array:
     """Fresh Z3 constants shaped like `t` (or the numeral `fill` everywhere)."""
     shape = tuple(int(d) for d in t.shape or ())  # type: ignore[arg-type]
-    mk = z3.Int if is_int(t.dtype) else z3.Real
-    val = z3.IntVal if is_int(t.dtype) else z3.RealVal
     out = np.empty(shape, dtype=object)
     for idx in np.ndindex(*shape):
-        out[idx] = val(fill) if fill is not None else mk(f"{name}[{','.join(map(str, idx))}]")
+        out[idx] = symbol(f"{name}[{','.join(map(str, idx))}]", t.dtype, fill)
     return out
 
 
-def number(v: Any) -> int | float:
-    """A Z3 numeral (int, rational or algebraic) as a Python number."""
+def number(v: Any, dtype: int | None = None) -> int | float | bool:
+    """A Z3 numeral as a Python number (a bit-vector as signed when `dtype` is signed or
+    not given)."""
+    if z3.is_bv_value(v):
+        return int(v.as_long()) if dtype is not None and dtype not in SIGNED else v.as_signed_long()
+    if z3.is_fp_value(v):
+        return fp_number(v)
+    if z3.is_true(v) or z3.is_false(v):
+        return bool(z3.is_true(v))
     if z3.is_int_value(v):
         return int(v.as_long())
     if z3.is_rational_value(v):
@@ -54,6 +60,18 @@ def number(v: Any) -> int | float:
     raise TypeError(f"not a numeral: {v}")
 
 
+def fp_number(v: Any) -> float:
+    """An IEEE numeral as a Python float (exact: float16/float32 values fit a float64)."""
+    if v.isNaN():
+        return float("nan")
+    if v.isInf():
+        return float("-inf") if v.isNegative() else float("inf")
+    if v.isZero():
+        return -0.0 if v.isNegative() else 0.0
+    r = z3.simplify(z3.fpToReal(v))
+    return float(Fraction(int(r.numerator_as_long()), int(r.denominator_as_long())))
+
+
 def close(a: Any, b: Any) -> Any:
     """Equal up to float64 rounding, elementwise (NaN equals NaN, infinities must match)."""
     a, b = np.asarray(a), np.asarray(b)
@@ -63,6 +81,26 @@ def close(a: Any, b: Any) -> Any:
     with np.errstate(all="ignore"):
         near = np.abs(a - b) <= _REL * np.maximum(1.0, np.maximum(np.abs(a), np.abs(b)))
     return np.where(np.isnan(a) | np.isnan(b), np.isnan(a) & np.isnan(b), near | (a == b))
+
+
+def _wide(*xs: Any) -> list[Any]:
+    """Operands as object arrays when one is an integer beyond int64 (bit-vector widths)."""
+    if any(isinstance(x, int) and abs(x) >= 2**63 for x in xs):
+        return [np.asarray(x, dtype=object) for x in xs]
+    return list(xs)
+
+
+def _objects(xs: list[Any]) -> bool:
+    return any(isinstance(x, int) and abs(x) >= 2**63 for x in xs) or any(
+        isinstance(x, np.ndarray) and x.dtype == object for x in xs
+    )
+
+
+def _pair(a: Any, b: Any) -> list[Any]:
+    """Both branches of an If as object arrays when either holds wide integers."""
+    if _objects([a, b]):
+        return [np.asarray(a, dtype=object), np.asarray(b, dtype=object)]
+    return [a, b]
 
 
 def _div(a: Any, b: Any) -> Any:
@@ -85,7 +123,7 @@ def _mod(a: Any, b: Any) -> Any:
 
 
 _BINARY: dict[int, Any] = {
-    z3.Z3_OP_SUB: lambda a, b: np.subtract(a, b),
+    z3.Z3_OP_SUB: lambda a, b: np.subtract(*_wide(a, b)),
     z3.Z3_OP_DIV: _div,
     z3.Z3_OP_IDIV: _idiv,
     z3.Z3_OP_MOD: _mod,
@@ -124,7 +162,58 @@ def interpret(term: Any, env: Mapping[str, Any], memo: dict[int, Any] | None = N
     return value
 
 
+def _wrap(x: Any, w: int) -> Any:
+    """Integers as signed w-bit two's complement (bit-vectors are read as signed)."""
+    x = np.asarray(x)
+    x = np.asarray(np.frompyfunc(int, 1, 1)(x) if x.size else x, dtype=object)
+    m = 1 << w
+    return np.asarray((x + (m >> 1)) % m - (m >> 1)).astype(np.int64)
+
+
+def _unsigned(x: Any, w: int) -> Any:
+    return _wrap(x, w).astype(object) % (1 << w)
+
+
+def _bv_div(a: Any, b: Any, w: int, signed: bool) -> Any:
+    a, b = np.asarray(a).astype(object), np.asarray(b).astype(object)
+    a, b = _wrap(a, 64).astype(object), _wrap(b, 64).astype(object)
+    if not signed:
+        a, b = a % (1 << w), b % (1 << w)
+    safe = np.where(b == 0, 1, b)
+    q = np.vectorize(lambda x, y: abs(x) // abs(y) * (1 if (x >= 0) == (y >= 0) else -1))(a, safe)
+    return _wrap(np.where(b == 0, 0, q), w)
+
+
+def _interpret_bv(t: Any, args: list[Any]) -> Any:
+    """Bit-vector operations, values as signed int64 (None: not a bit-vector operation)."""
+    kind = t.decl().kind()
+    w = t.size() if z3.is_bv(t) else 0
+    ops: dict[int, Any] = {
+        z3.Z3_OP_BADD: lambda: _wrap(sum(np.asarray(a).astype(object) for a in args), w),
+        z3.Z3_OP_BSUB: lambda: _wrap(np.asarray(args[0]).astype(object) - args[1], w),
+        z3.Z3_OP_BMUL: lambda: _wrap(np.prod([np.asarray(a).astype(object) for a in args], 0), w),
+        z3.Z3_OP_BNEG: lambda: _wrap(-np.asarray(args[0]).astype(object), w),
+        z3.Z3_OP_BSDIV: lambda: _bv_div(args[0], args[1], w, True),
+        z3.Z3_OP_BSDIV_I: lambda: _bv_div(args[0], args[1], w, True),
+        z3.Z3_OP_BUDIV: lambda: _bv_div(args[0], args[1], w, False),
+        z3.Z3_OP_BUDIV_I: lambda: _bv_div(args[0], args[1], w, False),
+        z3.Z3_OP_EXTRACT: lambda: _wrap(args[0], w),
+        z3.Z3_OP_SIGN_EXT: lambda: np.asarray(args[0]),
+        z3.Z3_OP_ZERO_EXT: lambda: _unsigned(args[0], t.arg(0).size()),
+        z3.Z3_OP_INT2BV: lambda: _wrap(args[0], w),
+        z3.Z3_OP_BV2INT: lambda: _unsigned(args[0], t.arg(0).size()),
+        z3.Z3_OP_SLT: lambda: np.less(args[0], args[1]),
+        z3.Z3_OP_SLEQ: lambda: np.less_equal(args[0], args[1]),
+        z3.Z3_OP_SGT: lambda: np.greater(args[0], args[1]),
+        z3.Z3_OP_SGEQ: lambda: np.greater_equal(args[0], args[1]),
+    }
+    fn = ops.get(kind)
+    return None if fn is None else fn()
+
+
 def _interpret(t: Any, env: Mapping[str, Any], memo: dict[int, Any]) -> Any:
+    if z3.is_bv_value(t):
+        return t.as_signed_long()
     if z3.is_int_value(t) or z3.is_rational_value(t) or z3.is_algebraic_value(t):
         return number(t)
     if z3.is_true(t):
@@ -138,6 +227,9 @@ def _interpret(t: Any, env: Mapping[str, Any], memo: dict[int, Any]) -> Any:
             raise KeyError(f"no value for {decl.name()}")
         return env[decl.name()]
     args = [interpret(a, env, memo) for a in t.children()]
+    bv = _interpret_bv(t, args)
+    if bv is not None:
+        return bv
     with np.errstate(all="ignore"):
         if kind == z3.Z3_OP_UNINTERPRETED:
             uf = UFS.get(decl.name())
@@ -152,7 +244,7 @@ def _interpret(t: Any, env: Mapping[str, Any], memo: dict[int, Any]) -> Any:
         if kind in _UNARY:
             return _UNARY[kind](args[0])
         if kind == z3.Z3_OP_ITE:
-            return np.where(args[0], args[1], args[2])
+            return np.where(args[0], *_pair(args[1], args[2]))
         if kind in _BINARY:
             return _BINARY[kind](args[0], args[1])
     raise NotImplementedError(f"cannot interpret {decl} ({t})")
@@ -178,12 +270,35 @@ def uf_applications(terms: Iterable[Any]) -> list[Any]:
 
 
 def axioms(terms: Iterable[Any]) -> list[Any]:
-    """The axioms of every UF application in `terms`, instantiated at its argument."""
-    facts = []
-    for app in uf_applications(terms):
+    """The axioms of every UF application in `terms`, instantiated at its argument, and for
+    pairs of applications of one function: monotonicity (s < t <=> f(s) < f(t)) and, for exp
+    in reals, exp(s) = exp(t)·exp(s - t) (one round: the new exp(s - t) gets its own ground
+    axioms but no pairs). At most `PAIRS` applications per function get pair axioms."""
+    facts: list[Any] = []
+    apps = uf_applications(terms)
+    by_decl: dict[str, list[Any]] = {}
+    for app in apps:
         uf = UFS[app.decl().name()]
-        facts += [ax(app.arg(0)) for ax in uf.axioms]
+        fp = z3.is_fp(app)
+        facts += [ax(app.arg(0)) for ax in (uf.fp_axioms if fp else uf.axioms)]
+        by_decl.setdefault(app.decl().name(), []).append(app)
+    for name, group in by_decl.items():
+        if len(group) > PAIRS:
+            continue
+        uf = UFS[name]
+        for i, f in enumerate(group):
+            for g in group[i + 1 :]:
+                s, t = f.arg(0), g.arg(0)
+                if uf.monotone and not z3.is_fp(s):
+                    facts.append((s < t) == (f < g))
+                if name == "exp":
+                    shift = uf(z3.simplify(s - t))
+                    facts += [ax(shift.arg(0)) for ax in uf.axioms]
+                    facts.append(f == g * shift)
     return facts
+
+
+PAIRS = 12
 
 
 def uses_ufs(terms: Iterable[Any]) -> bool:

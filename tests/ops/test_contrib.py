@@ -24,6 +24,11 @@ def x(*shape: int) -> np.ndarray:
         ("BiasGelu", [x(2, 4, 8), x(8)], {}),
         ("FusedMatMul", [x(2, 3, 4), x(2, 4, 5)], {"alpha": 0.5}),
         ("FusedMatMul", [x(2, 4, 3), x(5, 4)], {"transA": 1, "transB": 1}),
+        # 1-D operands, as ORT runs them: numpy's MatMul rules, trans only on rank >= 2
+        ("FusedMatMul", [x(3), x(3, 2)], {}),
+        ("FusedMatMul", [x(4, 2, 3), x(3)], {"alpha": 2.0}),
+        ("FusedMatMul", [x(3), x(3)], {}),
+        ("FusedMatMul", [x(3), x(2, 3)], {"transB": 1}),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )

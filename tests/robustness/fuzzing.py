@@ -68,6 +68,7 @@ REASONS = [
     ("opset", "opset / IR version"),
     ("IR version", "opset / IR version"),
     ("failed in ONNX Runtime", "the input model fails in ONNX Runtime"),
+    ("on none of the", "no generated input runs on the input model"),
     ("not UTF-8", "a name that is not UTF-8"),
     ("codec can't decode", "a string that is not UTF-8"),
     ("declares a negative dim", "a negative declared dim"),

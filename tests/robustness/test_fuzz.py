@@ -5,8 +5,11 @@ with their structure mutated (dangling inputs, duplicate names, wrong dtypes, mi
 cycles, an empty graph, a missing or strange opset import, huge dims, NaN/Inf constants, broken
 attributes, unknown ops, dropped or rewired nodes) or their serialized bytes mutated
 (truncation, flipped, inserted and deleted bytes, random files). Every case must keep the
-contract of `tests.robustness.fuzzing.check_case`: exit 1 with one line, or a verified output,
-or the input graph written with warnings; never a traceback, a modified input or a leftover.
+contract of `tests.robustness.fuzzing.check_case`: exit 1 with one line, or a verified output
+that also agrees with its input in the test's own ORT run, or the input graph written with
+warnings; never a traceback, a modified input or a leftover. Each test checks how many cases
+it ran and which endings were reached (all three for structural mutations; byte mutations
+are refused or leave a valid model).
 
 CI runs FUZZ_CASES cases (derandomized, so the same ones every run); REWRITE_FUZZ_SCALE=10
 runs ten times as many, REWRITE_FUZZ_RANDOM=1 draws new ones. The outcome table (one row per

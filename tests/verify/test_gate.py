@@ -15,7 +15,7 @@ from rewrite.verify import cache as proof_cache
 from rewrite.verify.command import add_verify_parser
 from rewrite.verify.gate import APPROXIMATE, PROVED, REFUTED, gate, verify_rules
 from rulesets import builtin
-from tests.verify.wrong_rules import WRONG
+from tests.verify.wrong_rules import CAUSES, WRONG
 
 
 @pytest.fixture(autouse=True)
@@ -42,8 +42,8 @@ def neg_is_identity(x: Tensor) -> Rewrite:
 
 @MIXED.rule(tags=["approximate"])
 def gelu_fast(x: Tensor) -> Rewrite:
-    """Gelu(x) ≈ FastGelu(x)"""
-    return rewrite(op.ms.Gelu(x)).to(op.ms.FastGelu(x))
+    """Gelu(x) ≈ FastGelu(x)   (ORT's FastGelu takes float32 of rank 1 or more)"""
+    return rewrite(op.ms.Gelu(x)).to(op.ms.FastGelu(x), x.dtype == 1, x.rank >= 1)
 
 
 def test_a_warm_cache_pays_nothing(_cache: Path) -> None:
@@ -158,10 +158,13 @@ def test_rewrite_verify_of_sound_rules_exits_zero(
     assert "mine/neg_neg" in out and "1 proved" in out
 
 
-def test_every_wrong_rule_is_refused_by_the_gate() -> None:
-    accepted, refused = gate([WRONG], allow_approximate=False)
+def test_the_original_wrong_rules_are_refused_by_the_gate() -> None:
+    """The first 23 wrong rules (fast to prove); `test_wrong_rules.py` checks all of them,
+    the whole gate under `slow`."""
+    original = RuleSet("wrong", [r for r in WRONG if CAUSES[r.name] == 0])
+    accepted, refused = gate([original], allow_approximate=False)
     assert not accepted[0].rules
-    assert len(refused) == len(WRONG)
+    assert len(refused) == len(original)
     assert all(r.status == REFUTED and r.counterexample for r in refused)
 
 

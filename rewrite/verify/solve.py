@@ -1,0 +1,99 @@
+"""Asking Z3 whether the two sides of a case can differ, one element at a time.
+
+`solve(diffs, facts, rhs_defined, timeout_ms, memo)` returns a model where some element
+equality is false (or the right side undefined), or None when none can be; elementwise
+formulas repeat up to renaming, so each query is memoized under a canonical form (its input
+constants renamed in order of occurrence), and a query Z3 gave up on is not asked twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import z3  # type: ignore[import-untyped]  # ships no type hints
+
+from rewrite.verify.semantics import axioms
+
+
+def solve(
+    diffs: list[Any],
+    facts: list[Any],
+    rhs_defined: list[Any],
+    timeout_ms: int,
+    memo: dict[str, bool] | None = None,
+) -> tuple[Any, str]:
+    """(a model where some diff is false or the right side undefined, or None; why Z3 gave
+    up). Each element's equality is asked alone, with the facts about its own variables:
+    elementwise formulas repeat up to renaming, so `memo` (canonical query -> holds) answers
+    most of them without the solver."""
+    memo = {} if memo is None else memo
+    queries = [[z3.Not(c) for c in rhs_defined]] if rhs_defined else []
+    queries += [[z3.Not(d)] for d in diffs]
+    for goal in queries:
+        names = _names(goal)
+        mine = [f for f in facts if _names([f]) & names] if len(goal) == 1 else facts
+        key = _canonical([*mine, *goal])
+        if key in memo:
+            if memo[key]:
+                continue
+            return None, "timeout (the same query up to renaming)"
+        facts_axioms = [*mine, *axioms([*goal, *mine])]
+        special = _at_extremes(facts_axioms, goal, timeout_ms)
+        if special is not None:
+            return special, ""
+        solver = z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(*facts_axioms)
+        solver.add(z3.Or(goal))
+        res = solver.check()
+        if res == z3.unsat:
+            memo[key] = True
+            continue
+        if res == z3.unknown:
+            memo[key] = False
+            return None, solver.reason_unknown()
+        return solver.model(), ""
+    return None, ""
+
+
+def _at_extremes(facts: list[Any], goal: list[Any], timeout_ms: int) -> Any:
+    """A model with every bit-vector input at an extreme (0, ±1, ±2, INT_MIN, INT_MAX, ...),
+    or None. Wrapping and division counterexamples sit there, and this small search is quick
+    where a query over 32/64-bit products and quotients can exhaust Z3's time."""
+    bvs = [c for c in _consts(goal) if z3.is_bv(c)]
+    if not bvs:
+        return None
+    solver = z3.Solver()
+    solver.set("timeout", max(1, timeout_ms // 5))
+    for c in bvs:
+        w = c.size()
+        values = {0, 1, -1, 2, -2, 3, 1 << (w - 1), (1 << (w - 1)) - 1, 1 << (w - 2)}
+        solver.add(z3.Or([c == z3.BitVecVal(v, w) for v in values]))
+    solver.add(*facts, z3.Or(goal))
+    return solver.model() if solver.check() == z3.sat else None
+
+
+def _consts(exprs: list[Any]) -> list[Any]:
+    """The input constants in `exprs`, in order of first occurrence."""
+    seen: set[int] = set()
+    out: list[Any] = []
+    stack = list(reversed(exprs))
+    while stack:
+        e = stack.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out.append(e)
+        stack.extend(reversed(e.children()))
+    return out
+
+
+def _names(exprs: list[Any]) -> set[str]:
+    return {c.decl().name() for c in _consts(exprs)}
+
+
+def _canonical(exprs: list[Any]) -> str:
+    consts = _consts(exprs)
+    fresh = [(c, z3.Const(f"_v{i}", c.sort())) for i, c in enumerate(consts)]
+    return " ".join(z3.substitute(e, *fresh).sexpr() if fresh else e.sexpr() for e in exprs)

@@ -1,0 +1,78 @@
+"""Counterexamples that need exp/erf/tanh/sqrt: confirmed with the real functions.
+
+A counterexample Z3 finds with uninterpreted functions may rest on values the real functions
+never take: `float64_sides` evaluates both sides at its inputs with the real functions
+(float64), and where they agree `random_search` tries `TRIALS` seeded random inputs (all at
+once) for one where they differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rewrite.ops._z3 import is_int
+from rewrite.verify.cases import Case
+from rewrite.verify.semantics import close, environment, interpret, interpret_array
+
+Array = np.ndarray
+
+
+def _unwrap(xs: list[Any]) -> Any:
+    return xs[0] if len(xs) == 1 else xs
+
+
+def float64_sides(
+    inputs: dict[str, Array], values: dict[str, Any], lefts: list[Array], rights: list[Array]
+) -> tuple[Any, Any]:
+    env = environment(inputs, {v: np.asarray(x, dtype=np.float64) for v, x in values.items()})
+    ls = [interpret_array(a, env).tolist() for a in lefts]
+    rs = [interpret_array(a, env).tolist() for a in rights]
+    return _unwrap(ls), _unwrap(rs)
+
+
+def agree_in_float64(a: Any, b: Any) -> bool:
+    return bool(np.all(close(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))))
+
+
+TRIALS = 30
+
+
+def random_search(
+    case: Case,
+    inputs: dict[str, Array],
+    lefts: list[Array],
+    rights: list[Array],
+    facts: list[Any],
+) -> tuple[dict[str, Any], Any, Any] | None:
+    """Seeded random inputs (all `TRIALS` at once) until the sides differ in float64."""
+    rng = np.random.default_rng(0)
+    batch: dict[str, Array] = {}
+    for v, t in case.tensors.items():
+        shape = (*tuple(int(d) for d in t.shape or ()), TRIALS)  # type: ignore[arg-type]
+        if v in case.facts:
+            batch[v] = np.full(shape, float(case.facts[v]))
+        elif is_int(t.dtype):
+            batch[v] = rng.integers(-3, 4, size=shape).astype(np.float64)
+        else:
+            batch[v] = np.round(rng.normal(0.0, 2.0, size=shape), 3)
+    env = environment(inputs, batch)
+    ok = np.ones(TRIALS, dtype=bool)
+    for f in facts:
+        ok &= np.broadcast_to(np.asarray(interpret(f, env), dtype=bool), (TRIALS,))
+    differ = np.zeros(TRIALS, dtype=bool)
+    for left, right in zip(lefts, rights, strict=True):
+        same = close(interpret_array(left, env), interpret_array(right, env))
+        differ |= ~same.reshape(-1, TRIALS).all(axis=0)
+    hits = np.flatnonzero(ok & differ)
+    if not len(hits):
+        return None
+    k = int(hits[0])
+    values = {v: _typed(case, v, b[..., k]) for v, b in batch.items()}
+    l64, r64 = float64_sides(inputs, values, lefts, rights)
+    return values, l64, r64
+
+
+def _typed(case: Case, v: str, x: Array) -> Any:
+    return x.astype(np.int64).tolist() if is_int(case.tensors[v].dtype) else x.tolist()
