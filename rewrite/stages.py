@@ -102,7 +102,21 @@ def optimize_job(
         nodes_after = optimized.op_counts() if saved and optimized is not None else {}
         if saved and release:  # written: free the weights before ORT loads both models
             del graph, optimized
-        if saved and _verified(src, staged, opts, report, clock):
+        verified = saved and _verified(src, staged, opts, report, clock)
+        if saved and not verified and not release and _refold_may_help(opts, report):
+            # Folding can expose to ORT what the input hides from its checks (a constant If
+            # condition inlines a branch ORT then refuses): the same rules without folding.
+            report.warnings[-1] = report.warnings[-1].replace(
+                "input graph written instead", "retried without constant folding"
+            )
+            clear(staged.parent)
+            opts = replace(opts, fold=False)
+            report.folded = {}
+            optimized = _optimize_guarded(graph, opts, report, clock, end)
+            saved = optimized is not None and _save_optimized(optimized, saver, clock)
+            nodes_after = optimized.op_counts() if saved and optimized is not None else {}
+            verified = saved and _verified(src, staged, opts, report, clock)
+        if verified:
             report.status = STATUS_OPTIMIZED
             report.nodes_after = nodes_after
         else:
@@ -120,6 +134,13 @@ def optimize_job(
     except RewriteError as e:
         return JobResult(report, e, peak_rss_mb())
     return JobResult(report, None, peak_rss_mb())
+
+
+def _refold_may_help(opts: Options, report: Report) -> bool:
+    """Whether a run without constant folding may pass where this one failed the differential
+    check: folding was on and did fold, and the check ran (it was not left without inputs)."""
+    summary = str((report.verification or {}).get("summary", ""))
+    return opts.fold and bool(report.folded) and not summary.startswith("could not run")
 
 
 def _gate_rules(opts: Options, report: Report, clock: _Clock) -> Options:
