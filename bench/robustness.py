@@ -82,6 +82,7 @@ def time_limits(models: dict[str, Path], seconds: list[float], tmp: Path) -> lis
         for limit in seconds:
             opts = Options(
                 rulesets=[EXPLODE, CLEANUP],
+                prove_rules=False,  # EXPLODE's add_assoc is not exact in float32 (models.py)
                 limits=Limits(iterations=UNLIMITED, nodes=UNLIMITED, seconds=None),
                 time_limit=limit,
             )

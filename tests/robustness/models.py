@@ -23,6 +23,9 @@ from rewrite.rules import Rewrite, RuleSet, Tensor, rewrite
 OPSET = [h.make_opsetid("", 17)]
 
 EXPLODE = RuleSet("explode", doc="Add associativity + commutativity: grows without end")
+"""A stress for the limits, not a sound rule set: float32 addition is not associative (3e38 +
+(3e38 + -3e38) = 3e38, (3e38 + 3e38) + -3e38 = inf), so the gate refuses `add_assoc`; the
+tests that run it through `optimize` trust it (`prove_rules=False`)."""
 
 
 @EXPLODE.rule

@@ -33,7 +33,13 @@ def test_real_egglog_abort_falls_back_to_the_input_graph(tmp_path: Path) -> None
     src, dst = write(add_chain(16), tmp_path), tmp_path / "out.onnx"
     before = src.read_bytes()
     # No time limit either: a time budget would bound the iterations too.
-    opts = Options(rulesets=[EXPLODE], limits=UNBOUNDED, hard_memory_mb=700, time_limit=None)
+    opts = Options(
+        rulesets=[EXPLODE],
+        prove_rules=False,  # EXPLODE's add_assoc is not exact in float32 (models.py)
+        limits=UNBOUNDED,
+        hard_memory_mb=700,
+        time_limit=None,
+    )
     report = optimize(src, dst, opts)
     assert report.status == "fallback"
     (warning,) = report.warnings

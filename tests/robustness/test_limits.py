@@ -105,6 +105,7 @@ def test_whole_run_time_limit(tmp_path: Path, limit: float) -> None:
     src, dst = write(add_chain(16), tmp_path), tmp_path / "out.onnx"
     opts = Options(
         rulesets=[EXPLODE, CLEANUP],
+        prove_rules=False,  # EXPLODE's add_assoc is not exact in float32 (models.py)
         limits=Limits(iterations=NO_LIMIT, nodes=NO_LIMIT, seconds=None),
         time_limit=limit,
     )
@@ -120,7 +121,9 @@ def test_whole_run_time_limit(tmp_path: Path, limit: float) -> None:
 
 def test_report_names_the_limit(tmp_path: Path) -> None:
     src, dst = write(add_chain(10), tmp_path), tmp_path / "out.onnx"
-    report = optimize(src, dst, Options(rulesets=[EXPLODE], limits=Limits(nodes=500)))
+    report = optimize(
+        src, dst, Options(rulesets=[EXPLODE], limits=Limits(nodes=500), prove_rules=False)
+    )
     assert report.status == "optimized"
     assert report.saturation["stop_reason"] == "node_limit"
     assert report.saturation["limit_hit"] == "node_limit"
@@ -136,6 +139,7 @@ def test_exploding_rules_on_gpt2_finish_within_limits(tmp_path: Path, nodes: int
     dst = tmp_path / "out.onnx"
     opts = Options(
         rulesets=[EXPLODE, CLEANUP],
+        prove_rules=False,  # EXPLODE's add_assoc is not exact in float32 (models.py)
         limits=Limits(iterations=200, nodes=nodes, seconds=None),
         time_limit=limit,
     )
