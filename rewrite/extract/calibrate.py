@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -229,6 +230,23 @@ def fit(samples: list[Sample], iterations: int = 200) -> tuple[np.ndarray, list[
     return p, keys
 
 
+def fit_errors(keys: list[str], logerr: list[float]) -> dict[str, Any]:
+    """`n`, `rms_log_error`, `median_abs_rel_error` and `per_key` (n, median) of a fit whose
+    i-th sample has cost key `keys[i]` and log error log(predicted / measured) `logerr[i]`."""
+    per_key: dict[str, list[float]] = {}
+    for k, e in zip(keys, logerr, strict=True):
+        per_key.setdefault(k, []).append(abs(math.expm1(e)))
+    return {
+        "n": len(logerr),
+        "rms_log_error": math.sqrt(sum(e * e for e in logerr) / len(logerr)),
+        "median_abs_rel_error": float(np.median([abs(math.expm1(e)) for e in logerr])),
+        "per_key": {
+            k: {"n": len(v), "median_abs_rel_error": float(np.median(v))}
+            for k, v in sorted(per_key.items())
+        },
+    }
+
+
 def build_table(
     samples: list[Sample], target: str, threads: int, node_us: float
 ) -> CalibrationTable:
@@ -236,19 +254,10 @@ def build_table(
     p, keys = fit(samples)
     preds = [predict(p, keys, s)[0] for s in samples]
     logerr = [math.log(pr / s.measured_us) for pr, s in zip(preds, samples, strict=True)]
-    per_key: dict[str, list[float]] = {}
-    for s, e in zip(samples, logerr, strict=True):
-        per_key.setdefault(s.key, []).append(abs(math.expm1(e)))
     fit_info = {
         "method": "Levenberg-Marquardt on log(pred/measured); ridge on log c = "
         f"{RIDGE}; node dispatch from chained Relus = {node_us:.3f} us",
-        "n": len(samples),
-        "rms_log_error": math.sqrt(sum(e * e for e in logerr) / len(logerr)),
-        "median_abs_rel_error": float(np.median([abs(math.expm1(e)) for e in logerr])),
-        "per_key": {
-            k: {"n": len(v), "median_abs_rel_error": float(np.median(v))}
-            for k, v in sorted(per_key.items())
-        },
+        **fit_errors([s.key for s in samples], logerr),
         "samples": [
             [s.name, s.key, s.flops, s.nbytes, s.weights, round(s.measured_us, 3), round(pr, 3)]
             for s, pr in zip(samples, preds, strict=True)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from rewrite.errors import RewriteError
-from rewrite.extract.calibrate import RIDGE, Sample, measure, predict
+from rewrite.extract.calibrate import RIDGE, Sample, fit_errors, measure, predict
 from rewrite.extract.table import DEFAULTS, CalibrationTable, cache_path, load_table, machine_key
 
 
@@ -144,21 +144,9 @@ def refit_keys(
 
 
 def summaries(rows: list[list[Any]]) -> dict[str, Any]:
-    """`n`, `rms_log_error`, `median_abs_rel_error` and `per_key` over sample rows
+    """`calibrate.fit_errors` over sample rows
     `[name, key, flops, bytes, weights, measured_us, predicted_us]`."""
-    logerr = [math.log(r[6] / r[5]) for r in rows]
-    per_key: dict[str, list[float]] = {}
-    for r, e in zip(rows, logerr, strict=True):
-        per_key.setdefault(r[1], []).append(abs(math.expm1(e)))
-    return {
-        "n": len(rows),
-        "rms_log_error": math.sqrt(sum(e * e for e in logerr) / len(logerr)),
-        "median_abs_rel_error": float(np.median([abs(math.expm1(e)) for e in logerr])),
-        "per_key": {
-            k: {"n": len(v), "median_abs_rel_error": float(np.median(v))}
-            for k, v in sorted(per_key.items())
-        },
-    }
+    return fit_errors([r[1] for r in rows], [math.log(r[6] / r[5]) for r in rows])
 
 
 def refit(
