@@ -61,7 +61,8 @@ $(CORPUS)/.done:
 # and the pipeline's verify wiring? Configured in pyproject.toml [tool.mutmut]; results and the
 # survivors' dispositions in BENCHMARKS.md ("Mutation testing"). `make mutate MUTANTS=...`
 # runs a subset (mutmut globs, e.g. 'rewrite.publish.*').
-MUTANTS ?= 'rewrite.verify.prove.*' 'rewrite.verify.differential.*' 'rewrite.publish.*' \
+MUTANTS ?= 'rewrite.verify.prove.*' 'rewrite.verify.differential.*' 'rewrite.verify.compare.*' \
+  'rewrite.publish.*' \
   'rewrite.extract.check.*' 'rewrite.extract.mip.*' \
   'rewrite.stages.x__verified__mutmut_*' 'rewrite.stages.x__differential__mutmut_*'
 

@@ -1,0 +1,213 @@
+"""The prover's verdicts where a shortcut could pass unnoticed (each test names what it guards).
+
+`tests/verify/test_prove.py` proves the built-in rules and refutes the wrong ones; these pin the
+paths in between: guards that are false for some cases, sides that are constants, the first
+element equal and a later one not, counterexamples that only seeded random inputs confirm, the
+bound's limits, and the exact form of a counterexample's line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rewrite.rules import Int, Rewrite, Rule, RuleSet, Tensor, op, rewrite
+from rewrite.verify.bound import DEFAULT_BOUND, Bound
+from rewrite.verify.prove import PROVED, REFUTED, UNKNOWN, Counterexample, prove
+
+RS = RuleSet("oracles")
+
+
+def _rule(name: str) -> Rule:
+    return next(r for r in RS if r.name == name)
+
+
+@RS.rule
+def mul_by_guarded_one(x: Tensor, c: Tensor) -> Rewrite:
+    """x · c = x when c is the scalar 1   (sound; the guard is false for c = 0.5, 1.702, ...)"""
+    y = x * c
+    return rewrite(y).to(x, c.is_scalar(), c.value() == 1.0, y.shape == x.shape)
+
+
+@RS.rule
+def relu_of_positive(c: Tensor) -> Rewrite:
+    """Relu(c) = c for a scalar 0 < c < 10   (sound; a guard of two symbolic parts)"""
+    return rewrite(op.Relu(c)).to(c, c.is_scalar(), (c.value() > 0) & (c.value() < 10))
+
+
+@RS.rule
+def two_is_one(c: Tensor) -> Rewrite:
+    """c + c = c for c = 1   (false; both sides are numbers, no symbol left)"""
+    return rewrite(c + c).to(c, c.is_scalar(), c.value() == 1.0)
+
+
+@RS.rule
+def concat_neg_tail(x: Tensor, w: Tensor) -> Rewrite:
+    """Concat(x, -w) = Concat(x, w)   (false; the first elements are the same term)"""
+    return rewrite(op.Concat(x, -w, axis=0)).to(
+        op.Concat(x, w, axis=0), x.rank == 1, w.shape == [1]
+    )
+
+
+@RS.rule
+def exp_neg_and_relu(x: Tensor, y: Tensor) -> Rewrite:
+    """Concat(Exp(-x), Relu(y)) = Concat(1 / Exp(x), y)   (false for y < 0; Z3 may answer
+    with exp values the real function does not take, and then the seeded random inputs
+    find it: which of the two depends on Z3's state, the verdict must not)"""
+    lhs = op.Concat(op.Exp(-x), op.Relu(y), axis=0)
+    return rewrite(lhs).to(op.Concat(op.Reciprocal(op.Exp(x)), y, axis=0), x.rank == 1, y.rank == 1)
+
+
+@RS.rule
+def exp_neg_and_relu_of_positive(x: Tensor, y: Tensor) -> Rewrite:
+    """The same for a scalar y >= 0   (true, but not provable with exp uninterpreted: the
+    random inputs must respect the guard, and then all agree)"""
+    lhs = op.Concat(op.Exp(-x), op.Relu(y), axis=0)
+    rhs = op.Concat(op.Reciprocal(op.Exp(x)), y, axis=0)
+    return rewrite(lhs).to(rhs, x.rank == 1, y.is_scalar(), y.value() >= 0)
+
+
+@RS.rule
+def softmax_rank1(x: Tensor, a: Int) -> Rewrite:
+    """Softmax(x, axis=a) = Softmax(x, axis=-1) when rank 1   (4 cases in the default bound)"""
+    return rewrite(op.Softmax(x, axis=a)).to(op.Softmax(x, axis=-1), x.rank == 1)
+
+
+@RS.rule
+def add_difference_of_equals(x: Tensor, y: Tensor, z: Tensor) -> Rewrite:
+    """x + (y - z) = x when y - z is zero   (a guard on a computed value: not checkable)"""
+    d = y - z
+    return rewrite(x + d).to(x, d.is_zero(), x.shape == d.shape, y.shape == z.shape)
+
+
+@RS.rule
+def relu_to_matmul(x: Tensor) -> Rewrite:
+    """Relu(x) = x @ x   (false: a vector's self product is a scalar)"""
+    return rewrite(op.Relu(x)).to(x @ x)
+
+
+def test_a_guard_false_for_some_cases_skips_them() -> None:
+    """Cases whose guard is false are skipped, and the ones after them still checked."""
+    result = prove(_rule("mul_by_guarded_one"))
+    assert result.status == PROVED, result.reason
+    assert result.cases > 1
+
+
+def test_a_guard_of_symbolic_parts_is_assumed() -> None:
+    assert prove(_rule("relu_of_positive")).status == PROVED
+
+
+def test_sides_that_are_different_numbers_are_refuted() -> None:
+    result = prove(_rule("two_is_one"))
+    assert result.status == REFUTED
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ"
+    assert cx.rewrite == "Add(c, c) = c  when c.is_scalar() and c.value() == 1.0"
+    assert (cx.inputs, cx.lhs, cx.rhs) == ({"c": [1.0]}, [2.0], [1.0])
+
+
+def test_an_equal_first_element_does_not_end_the_comparison() -> None:
+    result = prove(_rule("concat_neg_tail"))
+    assert result.status == REFUTED
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ"
+    left, right = np.asarray(cx.lhs, dtype=float), np.asarray(cx.rhs, dtype=float)
+    assert left[0] == right[0] and left[1] == -right[1] != 0
+
+
+def _exp_neg_and_relu_float64(inputs: dict[str, list[float]]) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(inputs["x"]), np.asarray(inputs["y"])
+    with np.errstate(over="ignore"):  # Z3 may pick a large x: exp overflows, 1 / inf = 0
+        left = np.concatenate([np.exp(-x), np.maximum(y, 0.0)])
+        right = np.concatenate([1.0 / np.exp(x), y])
+    return left, right
+
+
+def test_a_counterexample_over_exp_is_refuted_with_real_values() -> None:
+    result = prove(_rule("exp_neg_and_relu"))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ (confirmed in float64)"
+    assert set(cx.inputs) == {"x", "y"}
+    left, right = _exp_neg_and_relu_float64(cx.inputs)
+    # the outputs shown are the real functions' (float64, or ORT's float32) at those inputs
+    np.testing.assert_allclose(np.asarray(cx.lhs, dtype=float), left, rtol=1e-6, atol=1e-30)
+    np.testing.assert_allclose(np.asarray(cx.rhs, dtype=float), right, rtol=1e-6, atol=1e-30)
+    assert not np.allclose(left, right)  # a real difference (y < 0)
+
+
+def test_random_inputs_respect_the_guard() -> None:
+    """Drawn inputs outside the guard (y < 0) would "refute" a rule that holds where it is
+    used; the search keeps only inputs the guard allows, and then nothing differs."""
+    result = prove(_rule("exp_neg_and_relu_of_positive"))
+    assert result.status == UNKNOWN and result.counterexample is None
+    assert "30 random inputs agree" in result.reason
+
+
+def test_the_case_limit_counts_every_case_drawn() -> None:
+    """5 cases are drawn (one the semantics reject: 4 checked); a limit of 5 allows them all."""
+    rule = _rule("softmax_rank1")
+    assert prove(rule).cases == 4
+    assert prove(rule, Bound(max_cases=5)).status == PROVED
+    result = prove(rule, Bound(max_cases=4))
+    assert result.status == UNKNOWN and result.reason == "more than 4 cases in the bound"
+    assert result.cases == 4 and result.bound == Bound(max_cases=4).describe()
+    assert 0 <= result.seconds < 60 and result.counterexample is None
+
+
+def test_the_time_limit_is_a_reason_not_a_verdict() -> None:
+    result = prove(_rule("softmax_rank1"), Bound(max_seconds=0.0))
+    assert result.status == UNKNOWN and result.reason == "the proof took more than 0 s"
+    assert result.cases == 0 and result.bound == Bound(max_seconds=0.0).describe()
+    assert 0 <= result.seconds < 60
+
+
+def test_a_rule_the_verifier_cannot_check_is_unknown_with_why() -> None:
+    result = prove(_rule("add_difference_of_equals"))
+    assert result.status == UNKNOWN and result.counterexample is None
+    assert result.reason == (
+        "the verifier cannot check this rule (RuleError: cannot evaluate Sub(y, z))"
+    )
+    assert result.cases == 0 and result.bound == DEFAULT_BOUND.describe()
+    assert 0 <= result.seconds < 60
+
+
+def test_a_right_side_of_another_type_is_a_type_counterexample() -> None:
+    cx = prove(_rule("relu_to_matmul")).counterexample
+    assert cx is not None and cx.rewrite == "Relu(x) = MatMul(x, x)"
+    assert cx.why == "the sides differ in type: left float32[1], right float32[]"
+    assert cx.case["shapes"] == {"x": [1]} and cx.lhs is None
+
+
+def test_counterexample_line_and_json() -> None:
+    case = {"shapes": {"x": [2], "p": [1]}, "dtypes": {"x": "float32", "p": "int64"}}
+    typed = Counterexample("r", "the sides differ in type: left float32[2], right int64[2]", case)
+    assert typed.line() == (
+        "the sides differ in type: left float32[2], right int64[2] for x: float32[2], p: int64[1]"
+    )
+    valued = Counterexample(
+        "r",
+        "the sides differ",
+        {**case, "attributes": {"Softmax.axis": 0, "scale": 0.123456789}},
+        {"x": [1.5, -2.0], "p": [3]},
+        [1.5, 0.0],
+        [1.5, -2.0],
+        [1.5, 0.0],
+        [1.5, -2.0],
+    )
+    assert valued.line() == (
+        "the sides differ for x: float32[2], p: int64[1]; Softmax.axis=0, scale=0.123457: "
+        "x=[1.5, -2] p=[3] -> left=[1.5, 0] right=[1.5, -2] "
+        "(float64: left=[1.5, 0] right=[1.5, -2])"
+    )
+    expected = {
+        "rewrite": "r",
+        "why": "the sides differ",
+        "case": valued.case,
+        "inputs": {"x": [1.5, -2.0], "p": [3]},
+        "lhs": [1.5, 0.0],
+        "rhs": [1.5, -2.0],
+        "lhs_float64": [1.5, 0.0],
+        "rhs_float64": [1.5, -2.0],
+    }
+    as_json = valued.to_json()
+    assert {k: as_json[k] for k in expected} == expected
