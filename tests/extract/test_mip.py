@@ -4,6 +4,7 @@ stays silent without taking the caller's stdout with it."""
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rewrite.extract import check_choice, ilp
-from tests.extract.egraphs import build
+from rewrite.extract import check_choice, greedy, ilp, to_problem
+from tests.extract.brute import brute_force
+from tests.extract.egraphs import build, random_egraph
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,3 +66,23 @@ def test_stdout_works_after_highs_and_carries_nothing_of_it() -> None:
     )
     assert out.stdout == "after the constructor\nafter a solve\n"
     assert out.stderr == "to stderr\n"
+
+
+def test_the_mip_finds_optima_greedy_misses() -> None:
+    """Where greedy is not optimal, the MIP (shrink off: every block is solved by HiGHS) must
+    find the optimum itself: a MIP that silently fell back to greedy passes every test where
+    greedy happens to be optimal, and fails here."""
+    missed = 0
+    for seed in range(150):
+        rng = random.Random(seed)
+        snap, costs = random_egraph(seed, rng.randint(5, 9), max_nodes=3, p_cycle=0.4)
+        best, _ = brute_force(to_problem(snap, costs))
+        if greedy(snap, costs).cost <= best + 1e-9:
+            continue
+        missed += 1
+        for acyclic in ("order", "cuts"):
+            choice, stats = ilp(snap, costs, acyclic=acyclic, reduce=False, rel_gap=0.0)  # type: ignore[arg-type]
+            where = f"seed={seed} acyclic={acyclic}"
+            assert choice.cost == pytest.approx(best, abs=1e-9), where
+            assert stats.status == "optimal" and stats.bound == pytest.approx(best), where
+    assert missed >= 5, f"only {missed} e-graphs where greedy is not optimal"
