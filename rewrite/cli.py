@@ -86,9 +86,19 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def _chosen_rulesets(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
-    from rewrite.rules.load import select_rulesets
+    """The rule sets chosen, each rule with the domain `optimize` compiles it to."""
+    from dataclasses import replace
 
-    return select_rulesets(rule_files=args.rules or (), names=args.ruleset, allow_approximate=True)
+    from rewrite.rules.load import select_rulesets
+    from rewrite.rules.rule import RuleSet
+    from rewrite.verify.bound import rule_domain
+
+    chosen = select_rulesets(
+        rule_files=args.rules or (), names=args.ruleset, allow_approximate=True
+    )
+    return [
+        RuleSet(rs.name, [replace(r, domain=rule_domain(r)) for r in rs], rs.doc) for rs in chosen
+    ]
 
 
 def cmd_rules_list(args: argparse.Namespace) -> int:

@@ -156,7 +156,8 @@ def _gate_rules(opts: Options, report: Report, clock: _Clock) -> Options:
         accepted, refused = gate(
             rulesets, allow_approximate=opts.allow_approximate, accepted_results=ok
         )
-    keys = ("rule", "source", "status", "bound", "cases", "cached", "numeric", "max_error")
+    keys = ("rule", "source", "status", "bound", "domain", "cases", "cached", "numeric")
+    keys += ("max_error",)
     report.rules_verified = [{k: r.to_json()[k] for k in keys} for r in ok]
     report.rules_refused = [r.to_json() for r in refused]
     report.warnings += [r.refusal() for r in refused]

@@ -221,3 +221,26 @@ def test_concurrent_writers_leave_one_writers_model_and_data(tmp_path: Path) -> 
         p.join(timeout=300)
     assert [p.exitcode for p in procs] == [0] * WRITERS, "a round mixed two writers' files"
     assert sorted(os.listdir(tmp_path)) == [NAME, DATA]
+
+
+class _RacedFolder(type(Path())):  # type: ignore[misc]
+    """A folder another process empties while we list it: every listed entry is gone by the
+    time it is unlinked (as when two cleanups of one staging folder overlap)."""
+
+    def iterdir(self):  # type: ignore[no-untyped-def]
+        names = list(super().iterdir())
+        for f in names:
+            f.unlink()
+        yield from names
+
+
+def test_clear_tolerates_files_another_process_removed(tmp_path: Path) -> None:
+    from rewrite.publish import clear
+
+    for name in ("m.onnx", "m.onnx.data"):
+        (tmp_path / name).write_bytes(b"x")
+    clear(_RacedFolder(tmp_path))  # FileNotFoundError for each entry, suppressed
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "left.onnx").write_bytes(b"x")
+    clear(tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -41,7 +41,7 @@ def _gelu(x: Array) -> Array:
 
 
 def _fast_gelu(x: Array) -> Array:
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + np.tanh(_FAST_K * (x + _FAST_C * x**3)))
 
 
 def _bias_infer(call: OpCall) -> list[TensorType]:
@@ -55,6 +55,14 @@ def _bias_infer(call: OpCall) -> list[TensorType]:
             raise fail(call, "the bias must have A's last dim (ORT's kernel)")
         broadcast(a.shape, b.shape)
     return [a]
+
+
+def _rank1_same_type(call: OpCall) -> list[TensorType]:
+    """X's type; ORT's kernel refuses a rank-0 X ("expected to have 1 or more dimensions")."""
+    x = call.input(0)
+    if x.shape is not None and not x.shape:
+        raise fail(call, "the input must have rank >= 1 (ORT's kernel)")
+    return [x]
 
 
 def _fused_matmul_infer(call: OpCall) -> list[TensorType]:
@@ -81,7 +89,7 @@ def _fused_matmul_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     a, b = arrays[0], arrays[1]
     assert a is not None and b is not None
     a, b = _trans(a, call.attr("transA", 0)), _trans(b, call.attr("transB", 0))
-    alpha = float(call.attr("alpha", 1.0))
+    alpha = float(np.float32(call.attr("alpha", 1.0)))  # an ONNX float attribute is float32
     out = np.asarray(np.matmul(a.astype(np.float64), b.astype(np.float64)) * alpha)
     return [out.astype(arrays[0].dtype)]  # type: ignore[union-attr]
 
@@ -95,8 +103,9 @@ def _fused_matmul_flops(call: OpCall, outputs: list[TensorType]) -> float:
 
 # -- Z3 semantics: the formulas above, with erf, tanh and exp uninterpreted -------------------
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
-_FAST_K = math.sqrt(2.0 / math.pi)
-_FAST_C = 0.044715
+_FAST_K = float(np.float32(math.sqrt(2.0 / math.pi)))
+_FAST_C = float(np.float32(0.044715))
+"""FastGelu's constants as ORT's kernel holds them: float32 values, at every dtype."""
 
 
 def _z3_gelu(t: object) -> object:
@@ -120,7 +129,7 @@ def _z3_elementwise(fn):  # type: ignore[no-untyped-def]
 def _alpha(call: OpCall, default: float) -> object:
     """A float attribute (a Python float, or a Z3 term: a rule's `c.value()`)."""
     a = call.attr("alpha", default)
-    return a if z3.is_expr(a) else float(a)
+    return a if z3.is_expr(a) else float(np.float32(a))  # an ONNX float attribute is float32
 
 
 def _z3_quick_gelu(call: OpCall, x: Array) -> Array:
@@ -161,7 +170,7 @@ register(
 register(
     OpSpec(
         "FastGelu",
-        same_type,
+        _rank1_same_type,
         _f64(lambda call, x: _fast_gelu(x)),
         per_element(TRANSCENDENTAL + 7),
         domain=MS,

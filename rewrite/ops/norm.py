@@ -14,11 +14,13 @@ the mean and variance of each (n, c) over the spatial axes. Softmax along `axis`
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import reduce
 
 import numpy as np
+import z3  # type: ignore[import-untyped]  # ships no type hints
 from onnx import TensorProto
 
-from rewrite.ops._z3 import float_only, square_root, vmap
+from rewrite.ops._z3 import IEEE, RNE, current_model, float_only, square_root, vmap
 from rewrite.ops.base import EggSig, OpCall, OpSpec, ReferenceFn, TensorType, broadcast, fail
 from rewrite.ops.elementwise import per_element, same_type
 from rewrite.ops.registry import register
@@ -152,28 +154,50 @@ def _hardmax(x: Array, axis: int) -> Array:
     return out
 
 
+def _max_along(x: Array, axis: int) -> Array:
+    """max over `axis` (kept, size 1) of a Z3 term array: the first greatest, as a loop does."""
+    moved = np.moveaxis(x, axis, -1)
+    out = np.empty(moved.shape[:-1], dtype=object)
+    for idx in np.ndindex(out.shape):
+        out[idx] = reduce(lambda a, b: z3.If(b > a, b, a), list(moved[idx]))
+    return np.expand_dims(out, axis)
+
+
 def _z3_softmax(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """exp(x) / sum(exp(x), axis) (equal in reals to ONNX's max-shifted form; opset >= 13)."""
+    """exp(x - max) / sum(exp(x - max), axis), as ORT computes it (opset >= 13): in reals equal
+    to exp(x) / sum(exp(x)), in floats finite where that form overflows."""
     float_only(call)
     x = arrays[0]
     assert x is not None
     axis = _axis(call, x.ndim, -1) or 0
+    x = x - _max_along(x, axis)
     e = vmap(EXP, x)
     return [e / e.sum(axis=axis, keepdims=True)]
 
 
 def _z3_layer_norm(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """(x - mean) / sqrt(var + epsilon) · scale + bias over axes [axis, rank), in reals."""
+    """(x - mean) / sqrt(var + epsilon) · scale + bias over axes [axis, rank), in reals; in
+    IEEE floats computed in float64 and rounded to the input's type once, as ORT's kernel
+    accumulates in double (no overflow of x² at 3e38)."""
     float_only(call)
     x, scale, b = arrays[0], arrays[1], arrays[2]
     assert x is not None and scale is not None and b is not None
+    if current_model() == IEEE and z3.is_fp(x.flat[0]):
+        sort = x.flat[0].sort()
+        wide = [vmap(lambda t: z3.fpToFP(RNE, t, z3.Float64()), a) for a in (x, scale, b)]
+        y = _layer_norm_terms(call, *wide)
+        return [vmap(lambda t: z3.fpToFP(RNE, t, sort), y)]
+    return [_layer_norm_terms(call, x, scale, b)]
+
+
+def _layer_norm_terms(call: OpCall, x: Array, scale: Array, b: Array) -> Array:
     axes = tuple(range(_axis(call, x.ndim, -1) or 0, x.ndim))
     n = int(np.prod([x.shape[a] for a in axes]))
     mean = x.sum(axis=axes, keepdims=True) / n
     var = ((x - mean) * (x - mean)).sum(axis=axes, keepdims=True) / n
     eps = float(call.attr("epsilon", 1e-5))
     inv = vmap(lambda v: 1 / square_root(v + eps, SQRT), var)
-    return [(x - mean) * inv * scale + b]
+    return (x - mean) * inv * scale + b
 
 
 register(

@@ -24,6 +24,7 @@ from typing import Any
 from rewrite.egraph.schema import MAX_RANK, SYM_BASE, egg_name
 from rewrite.errors import RuleError
 from rewrite.ops.registry import lookup
+from rewrite.rules.domain import Domain
 from rewrite.rules.language import (
     And,
     App,
@@ -50,6 +51,7 @@ class _NeedsRankError(Exception):
 class _Ctx:
     rank: int | None
     where: str
+    domain: Domain | None = None
     atoms: list[str] = field(default_factory=list)
     steps: list[tuple[int, str]] = field(default_factory=list)
     """(number of atoms after this step, what the step checks), for `rules explain`."""
@@ -65,12 +67,13 @@ class _Ctx:
         return f"{prefix}{self.counter}"
 
 
-def compile_rewrite(rw: Rewrite, where: str) -> list[str]:
-    """The egglog `rule` forms of one rewrite (one, or one per rank), without `:ruleset`."""
+def compile_rewrite(rw: Rewrite, where: str, domain: Domain | None = None) -> list[str]:
+    """The egglog `rule` forms of one rewrite (one, or one per rank), without `:ruleset`;
+    with a `domain`, guarded to match only inside it."""
     try:
-        return [_compile(rw, _Ctx(None, where))]
+        return [_compile(rw, _Ctx(None, where, domain))]
     except _NeedsRankError:
-        return [_compile(rw, _Ctx(r, where)) for r in range(1, MAX_RANK + 1)]
+        return [_compile(rw, _Ctx(r, where, domain)) for r in range(1, MAX_RANK + 1)]
 
 
 def _compile(rw: Rewrite, ctx: _Ctx) -> str:
@@ -79,6 +82,8 @@ def _compile(rw: Rewrite, ctx: _Ctx) -> str:
         if not isinstance(lhs, App):
             raise RuleError(f"{ctx.where}: a left side must be an op, not the variable {lhs}")
         roots.append(_pattern(lhs, ctx))
+    if ctx.domain is not None:
+        _domain(ctx.domain, ctx)
     for g in rw.guards:
         _guard(g, ctx)
         ctx.steps.append((len(ctx.atoms), f"condition {show(g)}"))
@@ -105,16 +110,16 @@ class Steps:
     once the step has bound it, before that the last op node bound."""
 
 
-def compile_steps(rw: Rewrite, where: str) -> list[Steps]:
+def compile_steps(rw: Rewrite, where: str, domain: Domain | None = None) -> list[Steps]:
     """The query of each rank variant of `rw`, split into the steps `rules explain` reports."""
     out = []
     ranks: list[int | None] = [None]
     try:
-        _compile(rw, _Ctx(None, where))
+        _compile(rw, _Ctx(None, where, domain))
     except _NeedsRankError:
         ranks = list(range(1, MAX_RANK + 1))
     for r in ranks:
-        ctx = _Ctx(r, where)
+        ctx = _Ctx(r, where, domain)
         _compile(rw, ctx)
         ends = tuple(e for e, _ in ctx.steps)
         root = ctx.terms[rw.lhs[0]]
@@ -183,6 +188,19 @@ def _attr_var(v: AttrVar, ctx: _Ctx) -> str:
     if v.name not in ctx.attrs:
         ctx.attrs[v.name] = f"_a_{v.name}"
     return ctx.attrs[v.name]
+
+
+def _domain(domain: Domain, ctx: _Ctx) -> None:
+    """Keep the match inside the proved domain (`rules.domain`)."""
+    variables = [name for t, name in ctx.terms.items() if isinstance(t, Var)]
+    nodes = [name for t, name in ctx.terms.items() if isinstance(t, App)]
+    casts = [
+        name
+        for t, name in ctx.terms.items()
+        if isinstance(t, App) and t.op == "Cast" and not isinstance(dict(t.attrs).get("to"), Lit)
+    ]
+    ctx.atoms += domain.atoms(variables, nodes, casts)
+    ctx.steps.append((len(ctx.atoms), f"inside the proved domain ({domain.describe()})"))
 
 
 # -- right side ------------------------------------------------------------------------------

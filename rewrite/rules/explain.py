@@ -33,7 +33,8 @@ MAX_SITES = 5
 
 
 def list_rules(rulesets: list[RuleSet]) -> str:
-    """One block per rule: name, ruleset, tags, source, identity."""
+    """One block per rule: name, ruleset, tags, source, identity, and the domain it is
+    proved on and compiled to (when set)."""
     lines = []
     for rs in rulesets:
         lines.append(f"{rs.name} ({len(rs)} rules){': ' + rs.doc if rs.doc else ''}")
@@ -41,6 +42,8 @@ def list_rules(rulesets: list[RuleSet]) -> str:
             tags = ",".join(sorted(r.tags))
             lines.append(f"  {r.name:<24} [{tags}] {r.source}")
             lines.append(f"      {r.identity}")
+            if r.domain is not None:
+                lines.append(f"      domain: {r.domain.describe()}")
     return "\n".join(lines)
 
 
@@ -144,7 +147,7 @@ def _install_steps(eg: bindings.EGraph, rule: Rule) -> _Plan:
     eg.parse_and_run_program("(ruleset __explain)")
     plan: _Plan = []
     for i, rw in enumerate(rule.rewrites):
-        for v, steps in enumerate(compile_steps(rw, rule.where)):
+        for v, steps in enumerate(compile_steps(rw, rule.where, rule.domain)):
             rels = []
             for k, (end, (anchor, _)) in enumerate(zip(steps.ends, steps.anchors, strict=True)):
                 rel = f"__ex_{i}_{v}_{k}"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rewrite.errors import RuleError
+from rewrite.rules.domain import Domain
 from rewrite.rules.language import Float, Int, Ints, Rewrite, Var
 
 TAGS = frozenset({"bit-exact", "exact", "approximate", "portable", "ort-cpu", "ort-cuda"})
@@ -50,6 +51,9 @@ class Rule:
     """file:line of the rule's definition."""
     params: tuple[tuple[str, str], ...] = ()
     """(name, kind) of the pattern variables, kind in Tensor/Ints/Int/Float."""
+    domain: Domain | None = None
+    """Where the rule was proved (set by the verification gate); the compiled rule matches
+    only there. None: unverified, matches wherever its pattern does."""
 
     @property
     def identity(self) -> str:
@@ -69,7 +73,7 @@ class Rule:
         """The egglog commands of this rule in `ruleset`, named `name` (or `name@k`)."""
         from rewrite.rules.compile import compile_rewrite
 
-        forms = [f for rw in self.rewrites for f in compile_rewrite(rw, self.where)]
+        forms = [f for rw in self.rewrites for f in compile_rewrite(rw, self.where, self.domain)]
         out = []
         for k, form in enumerate(forms):
             label = self.name if len(forms) == 1 else f"{self.name}@{k}"

@@ -24,7 +24,9 @@ from rewrite.rules.language import (
     And,
     App,
     AttrVar,
+    BinOp,
     Call,
+    Cmp,
     Expr,
     Lit,
     Rewrite,
@@ -34,7 +36,7 @@ from rewrite.rules.language import (
     subterms,
 )
 from rewrite.rules.rule import Rule
-from rewrite.verify.bound import Bound, domain
+from rewrite.verify.bound import Bound, domain, touches_dtype
 from rewrite.verify.evaluate import NeedsValuesError, TypeLevel, infer, params, spec_of
 
 
@@ -74,16 +76,45 @@ def _jsonable(v: Any) -> Any:
     return list(v) if isinstance(v, tuple) else v
 
 
-def touches_dtype(rw: Rewrite) -> bool:
-    """Does the rewrite change or test dtypes (so mixed-dtype cases matter)?"""
-    terms = [s for t in (*rw.lhs, *rw.rhs) for s in subterms(t)]
-    return any(isinstance(t, App) and t.op in ("Cast", "CastLike") for t in terms) or any(
-        "dtype" in show(g) for g in rw.guards
-    )
+def constants(rule: Rule) -> list[tuple[int, bool]]:
+    """The integer constants of `rule` (attribute literals on either side, guard literals),
+    each with whether it is a modulus (`x % c`)."""
+    out: list[tuple[int, bool]] = []
+
+    def walk(e: Any, modulus: bool = False) -> None:
+        if isinstance(e, Lit):
+            if e.kind == "int" and isinstance(e.value, int):
+                out.append((e.value, modulus))
+            elif e.kind == "ints":
+                out.extend((int(v), False) for v in e.value)
+        elif isinstance(e, App):
+            for _, v in e.attrs:
+                walk(v)
+            for i in e.inputs:
+                walk(i)
+        elif isinstance(e, BinOp):
+            walk(e.left)
+            walk(e.right, e.op == "%")
+        elif isinstance(e, Cmp):
+            walk(e.left)
+            walk(e.right)
+        elif isinstance(e, And):
+            for part in e.parts:
+                walk(part)
+        elif isinstance(e, Call):
+            for a in e.args:
+                walk(a)
+
+    for rw in rule.rewrites:
+        for e in (*rw.lhs, *rw.rhs, *rw.guards):
+            walk(e)
+    return out
 
 
 def cases(rule: Rule, bound: Bound) -> Iterator[Case]:
-    """Every case of every rewrite of `rule` within `bound` that the left side matches."""
+    """Every case of every rewrite of `rule` within `bound` (with dims around the rule's
+    integer constants, `Bound.around`) that the left side matches."""
+    bound = bound.around(constants(rule))
     for k, rw in enumerate(rule.rewrites):
         tvars: list[str] = []
         for t in rw.lhs:

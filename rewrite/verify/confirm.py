@@ -41,6 +41,13 @@ def typed_inputs(case: Case, values: dict[str, Any]) -> dict[str, Array]:
         dt = onnx.helper.tensor_dtype_to_np_dtype(t.dtype)
         shape = tuple(int(d) for d in t.shape or ())  # type: ignore[arg-type]
         with np.errstate(all="ignore"):
+            if np.dtype(dt).kind in "iu":  # exact: int64 values beyond 2^53 stay whole
+                info = np.iinfo(dt)
+                span = int(info.max) - int(info.min) + 1
+                raw = np.asarray(values[v], dtype=object).reshape(-1)
+                whole = [(int(x) - int(info.min)) % span + int(info.min) for x in raw]
+                out[v] = np.array(whole, dtype=dt).reshape(shape)
+                continue
             out[v] = np.asarray(values[v], dtype=np.float64 if dt != np.bool_ else bool)
             out[v] = out[v].astype(dt).reshape(shape)
     return out

@@ -28,8 +28,8 @@ import z3  # type: ignore[import-untyped]  # ships no type hints
 
 from rewrite.ops._z3 import IEEE, arithmetic, const, is_int
 from rewrite.rules.rule import Rule
-from rewrite.verify.bound import Bound
-from rewrite.verify.cases import Case, touches_dtype
+from rewrite.verify.bound import Bound, touches_dtype
+from rewrite.verify.cases import Case
 from rewrite.verify.confirm import TOLERANCES, Sessions, agree, bit_identical, reproduces
 from rewrite.verify.evaluate import Evaluator, numpy_backend
 from rewrite.verify.semantics import axioms, number, uses_ufs

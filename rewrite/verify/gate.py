@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache as _memo
 from importlib.metadata import version
 from typing import Any
 
 from rewrite.rules.rule import Rule, RuleSet
 from rewrite.verify import cache as proof_cache
-from rewrite.verify.bound import DEFAULT_BOUND, Bound
+from rewrite.verify.bound import DEFAULT_BOUND, Bound, rule_domain
 from rewrite.verify.prove import PROVED, REFUTED, UNKNOWN, ProofResult, prove
 from rewrite.verify.refute import APPROX_TOLERANCE
 
@@ -60,6 +60,8 @@ class RuleResult:
     numeric: str | None = None
     max_error: float | None = None
     max_error_f32: float | None = None
+    domain: str = ""
+    """Where the proof holds and the compiled rule matches (`rules.domain.Domain`)."""
     cached: bool = False
     """The proof was read from the proof cache (`proof_seconds` is then from when it ran);
     a numeric sample run now does not change that."""
@@ -120,7 +122,7 @@ def _verify(rule: Rule, bound: Bound, use_cache: bool, want_sample: bool, tol: f
         changed = True
     if changed and use_cache:
         proof_cache.store(k, entry)
-    return _result(
+    res = _result(
         rule,
         proof,
         entry.get("sample") if needs_sample else None,
@@ -128,6 +130,8 @@ def _verify(rule: Rule, bound: Bound, use_cache: bool, want_sample: bool, tol: f
         time.perf_counter() - t0,
         cached,
     )
+    res.domain = rule_domain(rule, bound).describe()
+    return res
 
 
 def _proof_json(p: ProofResult) -> dict[str, Any]:
@@ -207,7 +211,7 @@ def gate(
         keep = []
         for rule, res in zip(wanted, results, strict=True):
             if res.accepted:
-                keep.append(rule)
+                keep.append(replace(rule, domain=rule_domain(rule, bound)))
                 if accepted_results is not None:
                     accepted_results.append(res)
             else:

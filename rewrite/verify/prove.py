@@ -46,8 +46,8 @@ from rewrite.ops._z3 import IEEE, REAL, arithmetic
 from rewrite.ops.base import TensorType
 from rewrite.rules.language import show
 from rewrite.rules.rule import Rule
-from rewrite.verify.bound import DEFAULT_BOUND, Bound, dtype_name
-from rewrite.verify.cases import Case, cases, touches_dtype
+from rewrite.verify.bound import DEFAULT_BOUND, Bound, dtype_name, touches_dtype
+from rewrite.verify.cases import Case, cases
 from rewrite.verify.confirm import reproduces, typed_inputs
 from rewrite.verify.result import (
     PROVED,

@@ -110,7 +110,9 @@ SCALED = RuleSet("scaled")
 @SCALED.rule
 def mul_div_cancel(x: Tensor, s: Tensor) -> Rewrite:
     """(x · s) / s = x   when s is a nonzero scalar (exact in reals; overflows in float32)"""
-    return rewrite((x * s) / s).to(x, s.is_scalar(), s.value() != 0, s.value() * 2 > x.rank - 9)
+    return rewrite((x * s) / s).to(
+        x, s.is_scalar(), s.rank <= x.rank, s.value() != 0, s.value() * 2 > x.rank - 9
+    )
 
 
 @pytest.mark.parametrize(("c", "fires"), [(2.0, True), (0.0, False)])

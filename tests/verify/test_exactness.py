@@ -76,7 +76,14 @@ def exp_of_sum(a: Tensor, b: Tensor) -> Rewrite:
 def tanh_as_sigmoid(x: Tensor, c: Tensor, d: Tensor) -> Rewrite:
     """d·Sigmoid(d·x) - 1 = Tanh(x) for d = 2   (right: tanh(x) = 2·sigmoid(2x) - 1)"""
     return rewrite(d * op.Sigmoid(d * x) - c).to(
-        op.Tanh(x), c.is_one(), c.is_scalar(), d.is_scalar(), d.value() == 2.0, x.rank >= 1
+        op.Tanh(x),
+        c.is_one(),
+        c.is_scalar(),
+        d.is_scalar(),
+        d.value() == 2.0,
+        x.rank >= 1,
+        c.rank <= x.rank,  # a one-element c or d of higher rank broadcasts x up
+        d.rank <= x.rank,
     )
 
 

@@ -35,31 +35,7 @@ def test_there_are_at_least_15_wrong_rules() -> None:
     assert len(WRONG) >= 15
 
 
-OUTSIDE_THE_PROOF_BOUND = {
-    "transpose_twelve_times",  # fails only at rank 5+
-    "slice_to_3_is_noop",  # fails only at dims > 3
-    "slice_to_8_noop_when_multiple",  # fails only at dim 16
-    "add_one_element_zero",  # fails only where [1,1,...] broadcasts x up past rank 4
-}
-"""Wrong only on cases the prover's bound (ranks 1-4, dims 1-3) does not hold yet (issue 12,
-must-have 3); the gate's adversarial sampling refutes each (tests/verify/test_wrong_rules.py)."""
-
-
-@pytest.mark.parametrize(
-    "rule",
-    [
-        pytest.param(
-            r,
-            marks=pytest.mark.xfail(
-                strict=True, reason="outside the proof bound; sampling refutes it"
-            ),
-        )
-        if r.name in OUTSIDE_THE_PROOF_BOUND
-        else r
-        for r in WRONG
-    ],
-    ids=lambda r: r.name,
-)
+@pytest.mark.parametrize("rule", list(WRONG), ids=lambda r: r.name)
 def test_wrong_rule_is_refuted_with_a_counterexample(rule: Rule) -> None:
     result = prove(rule)
     assert result.status == REFUTED, result.reason
