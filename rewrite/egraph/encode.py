@@ -215,7 +215,11 @@ class _Encoder:
         if not set(attrs) <= names:
             return None
         n_total = sig.n_inputs + len(sig.const_inputs)
-        if len(inputs) != n_total or any(not i for i in inputs):
+        first_optional = n_total - sig.optional
+        if not first_optional <= len(inputs) <= n_total:
+            return None
+        inputs = inputs + [""] * (n_total - len(inputs))  # omitted trailing inputs: (Absent)
+        if any(not name for i, name in enumerate(inputs) if i < first_optional):
             return None
         args = self.typed_args(n, sig, attrs, inputs)
         if args is None:

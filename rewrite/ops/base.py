@@ -114,6 +114,7 @@ ReferenceFn = Callable[[OpCall, list[np.ndarray | None]], list[np.ndarray]]
 Z3Fn = Callable[[OpCall, list[np.ndarray | None]], list[np.ndarray]]
 """Z3 semantics: a reference over numpy object arrays of Z3 terms (see `rewrite.ops._z3`)."""
 FlopsFn = Callable[[OpCall, list[TensorType]], float]
+AttrValuesFn = Callable[[str, list["TensorType"]], "list[Any] | None"]
 
 
 def elementwise_flops(call: OpCall, outputs: list[TensorType]) -> float:
@@ -149,6 +150,9 @@ class EggSig:
     attrs: tuple[tuple[str, str, Any], ...] = ()
     n_inputs: int = 1
     const_inputs: tuple[int, ...] = ()
+    optional: int = 0
+    """How many of the last tensor inputs may be omitted: an omitted one is `(Absent)` in the
+    term (Clip without min/max, Conv without bias), and written back as an empty name."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,13 @@ class OpSpec:
     doc: str = field(default="", compare=False)
     z3: Z3Fn | None = None
     """Z3 semantics (typed ops): the formula the prover reasons with; None = not provable."""
+    input_dtypes: tuple[tuple[int, ...] | None, ...] = ()
+    """Per input, the dtypes it takes when they are not the op's data type (Where's condition:
+    (BOOL,); Gather's indices: (INT64, INT32)); None or absent: the data type. The prover and
+    the self-test give a rule variable read there these dtypes."""
+    attr_values: AttrValuesFn | None = None
+    """The values an attribute ranges over in proofs and the self-test, given the input
+    types (`verify.bound.domain` asks the op first; None from it: the bound's default)."""
 
     @property
     def key(self) -> tuple[str, str]:

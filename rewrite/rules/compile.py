@@ -192,7 +192,7 @@ def _attr_var(v: AttrVar, ctx: _Ctx) -> str:
 
 def _domain(domain: Domain, ctx: _Ctx) -> None:
     """Keep the match inside the proved domain (`rules.domain`)."""
-    variables = [name for t, name in ctx.terms.items() if isinstance(t, Var)]
+    variables = {t.name: name for t, name in ctx.terms.items() if isinstance(t, Var)}
     nodes = [name for t, name in ctx.terms.items() if isinstance(t, App)]
     casts = [
         name

@@ -13,7 +13,7 @@ sites it rewrites. `Domain.atoms` gives the query atoms that say so:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from onnx import TensorProto
@@ -27,6 +27,8 @@ class Domain:
     dtypes: tuple[int, ...]
     same_dtype: bool = True
     cast_to: tuple[int, ...] = ()
+    fixed: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """Variables read by an op input with dtypes of its own (Where's condition) -> those."""
 
     def describe(self) -> str:
         """`ranks 0-6; float32/float16/int64/int32 (one dtype)`."""
@@ -35,16 +37,21 @@ class Domain:
         return f"ranks 0-{self.max_rank}; {names}{same}"
 
     def atoms(
-        self, variables: Sequence[str], nodes: Sequence[str], casts: Sequence[str]
+        self, variables: Mapping[str, str], nodes: Sequence[str], casts: Sequence[str]
     ) -> list[str]:
-        """Query atoms: ranks of `variables` and `nodes`, dtypes of `variables` and of the
-        open-`to` Cast nodes `casts` (egglog variable names)."""
-        out = [f"(<= (vec-length (shape {v})) {self.max_rank})" for v in (*variables, *nodes)]
-        if variables and self.dtypes:
-            out.append(_dtype_in(variables[0], self.dtypes))
-            for v in variables[1:]:
+        """Query atoms: ranks of `variables` (rule variable -> egglog variable) and `nodes`,
+        dtypes of `variables` and of the open-`to` Cast nodes `casts` (egglog variables)."""
+        out = [
+            f"(<= (vec-length (shape {v})) {self.max_rank})" for v in (*variables.values(), *nodes)
+        ]
+        own = dict(self.fixed)
+        out += [_dtype_in(egg, own[v]) for v, egg in variables.items() if v in own]
+        free = [egg for v, egg in variables.items() if v not in own]
+        if free and self.dtypes:
+            out.append(_dtype_in(free[0], self.dtypes))
+            for v in free[1:]:
                 out.append(
-                    f"(= (dtype {v}) (dtype {variables[0]}))"
+                    f"(= (dtype {v}) (dtype {free[0]}))"
                     if self.same_dtype
                     else _dtype_in(v, self.dtypes)
                 )

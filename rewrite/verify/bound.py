@@ -139,6 +139,26 @@ def touches_dtype(rw: Rewrite) -> bool:
     )
 
 
+def fixed_dtypes(rw: Rewrite) -> dict[str, tuple[int, ...]]:
+    """Left-side tensor variables read directly by an op input with its own dtypes
+    (`OpSpec.input_dtypes`: Where's condition, Gather's indices) -> those dtypes."""
+    from rewrite.ops.registry import lookup
+
+    out: dict[str, tuple[int, ...]] = {}
+    for t in rw.lhs:
+        for s in subterms(t):
+            if not isinstance(s, App):
+                continue
+            spec = lookup(s.op, s.domain)
+            for i, x in enumerate(s.inputs):
+                if spec is None or i >= len(spec.input_dtypes) or spec.input_dtypes[i] is None:
+                    continue
+                name = getattr(x, "name", None)
+                if isinstance(name, str) and not isinstance(x, App):
+                    out[name] = spec.input_dtypes[i]  # type: ignore[assignment]
+    return out
+
+
 def rule_domain(rule: Rule, bound: Bound = DEFAULT_BOUND) -> Domain:
     """Where a proof of `rule` in `bound` holds: ranks up to `MAX_RANK` (`PERM_MAX_RANK` when
     a left-side Transpose leaves its perm open); any dtype for a rule of `MOVES_DATA` ops
@@ -155,17 +175,24 @@ def rule_domain(rule: Rule, bound: Bound = DEFAULT_BOUND) -> Domain:
     terms = [s for rw in rule.rewrites for t in (*rw.lhs, *rw.rhs) for s in subterms(t)]
     if {s.op for s in terms if isinstance(s, App)} <= MOVES_DATA:
         return Domain(rank, ())
+    fixed = tuple(
+        sorted({v: d for rw in rule.rewrites for v, d in fixed_dtypes(rw).items()}.items())
+    )
     if any(touches_dtype(rw) for rw in rule.rewrites):
-        return Domain(rank, bound.cast_dtypes, same_dtype=False, cast_to=bound.cast_to)
+        return Domain(rank, bound.cast_dtypes, False, bound.cast_to, fixed)
     views = {FLOAT: FLOAT16, INT64: INT32}
     dtypes = _dedup([*bound.dtypes, *(views[d] for d in bound.dtypes if d in views)])
-    return Domain(rank, tuple(dtypes), cast_to=bound.cast_to)
+    return Domain(rank, tuple(dtypes), cast_to=bound.cast_to, fixed=fixed)
 
 
 def domain(
     spec: OpSpec, name: str, sort: str, default: Any, inputs: list[TensorType], bound: Bound
 ) -> list[Any]:
     """The values an attribute (or constant vector input) ranges over in `bound`."""
+    if spec.attr_values is not None:
+        own = spec.attr_values(name, inputs)
+        if own is not None:
+            return own
     shape: Shape = tuple(inputs[0].shape or ()) if inputs else ()  # type: ignore[arg-type]
     r = len(shape)
     key = (spec.domain, spec.name, name)

@@ -36,7 +36,7 @@ from rewrite.rules.language import (
     subterms,
 )
 from rewrite.rules.rule import Rule
-from rewrite.verify.bound import Bound, domain, touches_dtype
+from rewrite.verify.bound import Bound, domain, fixed_dtypes, touches_dtype
 from rewrite.verify.evaluate import NeedsValuesError, TypeLevel, infer, params, spec_of
 
 
@@ -121,12 +121,19 @@ def cases(rule: Rule, bound: Bound) -> Iterator[Case]:
             for s in subterms(t):
                 if isinstance(s, Var) and s.name not in tvars:
                     tvars.append(s.name)
+        fixed = fixed_dtypes(rw)
         if touches_dtype(rw):
-            dtype_sets = list(product(bound.cast_dtypes, repeat=len(tvars)))
+            options = [fixed.get(v, bound.cast_dtypes) for v in tvars]
+            dtype_sets = list(product(*options))
         else:
-            dtype_sets = [(d,) * len(tvars) for d in bound.dtypes]
+            dtype_sets = [
+                combo
+                for d in bound.dtypes
+                for combo in product(*[fixed.get(v, (d,)) for v in tvars])
+            ]
         for dtypes in dtype_sets:
-            pool = bound.shapes if all(d == bound.dtypes[0] for d in dtypes) else bound.few
+            free = [d for v, d in zip(tvars, dtypes, strict=True) if v not in fixed]
+            pool = bound.shapes if all(d == bound.dtypes[0] for d in free) else bound.few
             for shapes in product(pool, repeat=len(tvars)):
                 tensors = {
                     v: TensorType(d, s) for v, d, s in zip(tvars, dtypes, shapes, strict=True)

@@ -94,7 +94,7 @@ def test_an_open_perm_limits_the_rank(tmp_path: Path) -> None:
 def test_mixed_dtypes_stay_out_of_a_one_dtype_domain(tmp_path: Path) -> None:
     """A one-dtype proof says nothing where the variables' dtypes differ."""
     d = Domain(6, (T.FLOAT, T.INT64))
-    atoms = d.atoms(["_v_a", "_v_b"], [], [])
+    atoms = d.atoms({"a": "_v_a", "b": "_v_b"}, [], [])
     assert "(= (dtype _v_b) (dtype _v_a))" in atoms
     assert any(f"{(1 << T.FLOAT) | (1 << T.INT64)}" in a for a in atoms)
 
