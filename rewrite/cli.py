@@ -108,6 +108,13 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rules_ops(args: argparse.Namespace) -> int:
+    from rewrite.rules.ops import describe_ops
+
+    print(describe_ops())
+    return 0
+
+
 def cmd_rules_explain(args: argparse.Namespace) -> int:
     from rewrite.rules.explain import explain
 
@@ -127,8 +134,12 @@ def _add_rules_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     for name, helptext in (
         ("list", "print every rule with its identity, tags and source"),
         ("explain", "where RULE matches MODEL, or which step fails"),
+        ("ops", "print every op a rule can use, with its inputs and attributes"),
     ):
         c = rsub.add_parser(name, help=helptext)
+        if name == "ops":
+            c.set_defaults(func=cmd_rules_ops)
+            continue
         if name == "explain":
             c.add_argument("rule", help="the rule's name")
             c.add_argument("model", help="an ONNX model")

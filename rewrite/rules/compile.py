@@ -26,6 +26,7 @@ from rewrite.errors import RuleError
 from rewrite.ops.registry import lookup
 from rewrite.rules.domain import Domain
 from rewrite.rules.language import (
+    Absent,
     And,
     App,
     AttrVar,
@@ -39,6 +40,7 @@ from rewrite.rules.language import (
     Var,
     show,
 )
+from rewrite.rules.literals import expand
 
 _RANKED = frozenset({"compose", "is_identity", "all_nonzero"})
 
@@ -70,10 +72,13 @@ class _Ctx:
 def compile_rewrite(rw: Rewrite, where: str, domain: Domain | None = None) -> list[str]:
     """The egglog `rule` forms of one rewrite (one, or one per rank), without `:ruleset`;
     with a `domain`, guarded to match only inside it."""
-    try:
-        return [_compile(rw, _Ctx(None, where, domain))]
-    except _NeedsRankError:
-        return [_compile(rw, _Ctx(r, where, domain)) for r in range(1, MAX_RANK + 1)]
+    out: list[str] = []
+    for variant in expand(rw):
+        try:
+            out.append(_compile(variant, _Ctx(None, where, domain)))
+        except _NeedsRankError:
+            out += [_compile(variant, _Ctx(r, where, domain)) for r in range(1, MAX_RANK + 1)]
+    return out
 
 
 def _compile(rw: Rewrite, ctx: _Ctx) -> str:
@@ -112,6 +117,13 @@ class Steps:
 
 def compile_steps(rw: Rewrite, where: str, domain: Domain | None = None) -> list[Steps]:
     """The query of each rank variant of `rw`, split into the steps `rules explain` reports."""
+    out = []
+    for variant in expand(rw):
+        out += _variant_steps(variant, where, domain)
+    return out
+
+
+def _variant_steps(rw: Rewrite, where: str, domain: Domain | None) -> list[Steps]:
     out = []
     ranks: list[int | None] = [None]
     try:
@@ -153,6 +165,8 @@ def _param_list(spec: Any) -> list[tuple[str, str, Any]]:
 
 
 def _pattern(t: Term, ctx: _Ctx) -> str:
+    if isinstance(t, Absent):
+        return "(Absent)"
     if t in ctx.terms:
         return ctx.terms[t]
     if isinstance(t, Var):
@@ -207,6 +221,8 @@ def _domain(domain: Domain, ctx: _Ctx) -> None:
 
 
 def _template(t: Term, ctx: _Ctx) -> str:
+    if isinstance(t, Absent):
+        return "(Absent)"
     if t in ctx.terms:
         return ctx.terms[t]
     if isinstance(t, Var):
@@ -262,6 +278,14 @@ _FACTS = {"is_one": "IsOne", "is_zero": "IsZero", "is_const": "IsConst", "is_sca
 
 
 def _bool_call(c: Call, ctx: _Ctx) -> str:
+    if c.fn == "dtype_in":
+        mask = sum(1 << int(d) for d in set(c.args[1]))
+        return f"(!= 0 (& (<< 1 (dtype {_term_ref(c.args[0], ctx)})) {mask}))"
+    if c.fn == "approx":
+        v, rtol, atol = (float(a) for a in c.args[1:])
+        tol = _lit(Lit(atol + rtol * abs(v)), "f64")
+        d = f"(- (scalar-value {_term_ref(c.args[0], ctx)}) {_lit(Lit(v), 'f64')})"
+        return f"(<= (abs {d}) {tol})"
     if c.fn == "precedes":
         return f"(< (ord {_term_ref(c.args[0], ctx)}) (ord {_term_ref(c.args[1], ctx)}))"
     if c.fn in _FACTS:

@@ -15,189 +15,54 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-# --------------------------------------------------------------------------------------------
-# attribute-level expressions (compile to egglog primitives: i64, f64, VecI)
-
-
-class Expr:
-    """An integer/float/vector/boolean expression over attributes, shapes and dtypes."""
-
-    kind: str = "int"  # "int", "float", "ints", "bool", "shape", "dtype"
-
-    def _bin(self, op: str, other: Any, kind: str | None = None) -> BinOp:
-        return BinOp(op, self, lift(other), kind or self.kind)
-
-    def __eq__(self, other: object) -> Cmp:  # type: ignore[override]
-        return Cmp("==", self, lift(other))
-
-    def __ne__(self, other: object) -> Cmp:  # type: ignore[override]
-        return Cmp("!=", self, lift(other))
-
-    def __lt__(self, other: Any) -> Cmp:
-        return Cmp("<", self, lift(other))
-
-    def __le__(self, other: Any) -> Cmp:
-        return Cmp("<=", self, lift(other))
-
-    def __gt__(self, other: Any) -> Cmp:
-        return Cmp(">", self, lift(other))
-
-    def __ge__(self, other: Any) -> Cmp:
-        return Cmp(">=", self, lift(other))
-
-    def __add__(self, other: Any) -> BinOp:
-        return self._bin("+", other)
-
-    def __sub__(self, other: Any) -> BinOp:
-        return self._bin("-", other)
-
-    def __mul__(self, other: Any) -> BinOp:
-        return self._bin("*", other)
-
-    def __mod__(self, other: Any) -> BinOp:
-        return self._bin("%", other)
-
-    def __floordiv__(self, other: Any) -> BinOp:
-        return self._bin("/", other)
-
-    def __hash__(self) -> int:
-        return id(self)
-
-
-@dataclass(eq=False)
-class Lit(Expr):
-    value: Any
-    kind: str = "int"
-
-
-@dataclass(eq=False)
-class AttrVar(Expr):
-    """A pattern variable that binds an attribute value (an `Ints`, `Int` or `Float`)."""
-
-    name: str
-    kind: str = "int"
-
-    def __hash__(self) -> int:
-        return hash(("attr", self.name))
-
-
-@dataclass(eq=False)
-class BinOp(Expr):
-    op: str
-    left: Expr
-    right: Expr
-    kind: str = "int"
-
-
-@dataclass(eq=False)
-class Cmp(Expr):
-    op: str
-    left: Expr
-    right: Expr
-    kind: str = "bool"
-
-    def __and__(self, other: Expr) -> And:
-        return And((self, other))
-
-    def __bool__(self) -> bool:
-        raise TypeError(
-            "a rule condition cannot be used as a Python bool: pass it to .to(rhs, cond, ...)"
-        )
-
-
-@dataclass(eq=False)
-class And(Expr):
-    parts: tuple[Expr, ...]
-    kind: str = "bool"
-
-
-@dataclass(eq=False)
-class Call(Expr):
-    """A named operation on expressions: compose, is_identity, len, index, facts, ..."""
-
-    fn: str
-    args: tuple[Any, ...]
-    kind: str = "int"
-
-    def __getitem__(self, i: int) -> Call:
-        return Call("index", (self, i), "int")
-
-
-class Ints(AttrVar):
-    """A pattern variable binding an integer-list attribute (perm, axes, a shape vector)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name, "ints")
-
-    def compose(self, other: Expr) -> Call:
-        """(self ∘ other)[i] = self[other[i]]: the perm of Transpose(Transpose(x, self), other)."""
-        return Call("compose", (self, other), "ints")
-
-    def is_identity(self) -> Call:
-        """self == (0, 1, ..., len-1)."""
-        return Call("is_identity", (self,), "bool")
-
-    def all_nonzero(self) -> Call:
-        return Call("all_nonzero", (self,), "bool")
-
-    def __len__(self) -> int:
-        raise TypeError("use p.length() inside rules")
-
-    def length(self) -> Call:
-        return Call("length", (self,), "int")
-
-    def __getitem__(self, i: int) -> Call:
-        return Call("index", (self, i), "int")
-
-
-class Int(AttrVar):
-    """A pattern variable binding an integer attribute (axis, to, ...)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name, "int")
-
-
-class Float(AttrVar):
-    """A pattern variable binding a float attribute (epsilon, alpha, ...)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name, "float")
-
-
-def lift(v: Any) -> Expr:
-    if isinstance(v, Expr):
-        return v
-    if isinstance(v, bool):
-        return Lit(int(v), "int")
-    if isinstance(v, int):
-        return Lit(v, "int")
-    if isinstance(v, float):
-        return Lit(v, "float")
-    if isinstance(v, list | tuple):
-        if any(isinstance(x, Expr) for x in v):
-            return Call("vec", tuple(lift(x) for x in v), "ints")
-        return Lit(tuple(int(x) for x in v), "ints")
-    raise TypeError(f"cannot use {v!r} in a rule expression")
-
+from rewrite.rules.expr import (  # noqa: F401  (re-exported: the rule language's one import)
+    FLOAT_TYPES,
+    INT_TYPES,
+    And,
+    AttrVar,
+    BinOp,
+    Call,
+    Cmp,
+    Expr,
+    Float,
+    Int,
+    Ints,
+    Lit,
+    dtype_number,
+    lift,
+)
 
 # --------------------------------------------------------------------------------------------
 # tensor terms
 
 
 class Term:
-    """A tensor-valued pattern or template: a variable or an op application."""
+    """A tensor-valued pattern or template: a variable or an op application. A Python number
+    where a term is expected (`x * 0.5`, `op.Pow(x, 3.0)`) is a `Const`."""
 
-    def __add__(self, other: Term) -> App:
-        return App("Add", (), (self, other))
+    def __add__(self, other: Term | float) -> App:
+        return App("Add", (), (self, term(other)))
 
-    def __sub__(self, other: Term) -> App:
-        return App("Sub", (), (self, other))
+    def __radd__(self, other: float) -> App:
+        return App("Add", (), (term(other), self))
 
-    def __mul__(self, other: Term) -> App:
-        return App("Mul", (), (self, other))
+    def __sub__(self, other: Term | float) -> App:
+        return App("Sub", (), (self, term(other)))
 
-    def __truediv__(self, other: Term) -> App:
-        return App("Div", (), (self, other))
+    def __rsub__(self, other: float) -> App:
+        return App("Sub", (), (term(other), self))
+
+    def __mul__(self, other: Term | float) -> App:
+        return App("Mul", (), (self, term(other)))
+
+    def __rmul__(self, other: float) -> App:
+        return App("Mul", (), (term(other), self))
+
+    def __truediv__(self, other: Term | float) -> App:
+        return App("Div", (), (self, term(other)))
+
+    def __rtruediv__(self, other: float) -> App:
+        return App("Div", (), (term(other), self))
 
     def __matmul__(self, other: Term) -> App:
         return App("MatMul", (), (self, other))
@@ -243,8 +108,22 @@ class Term:
         return Call("precedes", (self, other), "bool")
 
     def value(self) -> Call:
-        """The value of a one-element float constant (a float expression)."""
+        """The value of a one-element constant (a float expression); `c.value() == 0.1`
+        compares in the constant's dtype (0.1 matches float32(0.1) in a float32 model)."""
         return Call("value", (self,), "float")
+
+    def approx(self, v: float, rtol: float = 1e-6, atol: float = 0.0) -> Call:
+        """A one-element constant within atol + rtol·|v| of v (for printed, rounded values:
+        `c.approx(0.7978845608)`)."""
+        return Call("approx", (self, float(v), float(rtol), float(atol)), "bool")
+
+    def is_float(self) -> Call:
+        """The dtype is a floating-point type (float16/32/64, bfloat16)."""
+        return Call("dtype_in", (self, FLOAT_TYPES), "bool")
+
+    def is_int(self) -> Call:
+        """The dtype is a signed or unsigned integer type."""
+        return Call("dtype_in", (self, INT_TYPES), "bool")
 
 
 @dataclass(frozen=True, eq=True)
@@ -256,6 +135,43 @@ class Var(Term):
 
 
 Tensor = Var
+
+
+@dataclass(frozen=True, eq=True)
+class Const(Term):
+    """A literal in a pattern (`x * 0.5`): a one-element constant whose value is `value` in
+    its own dtype. `rewrite(...).to(...)` turns each into a variable with that condition."""
+
+    number: float
+    uid: int
+
+    def __repr__(self) -> str:
+        return repr(self.number)
+
+
+_CONSTS = [0]
+
+
+def term(v: Term | float | int) -> Term:
+    """`v` as a term: a number becomes a fresh `Const`."""
+    if isinstance(v, Term):
+        return v
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise TypeError(f"cannot use {v!r} as a tensor in a rule")
+    _CONSTS[0] += 1
+    return Const(float(v), _CONSTS[0])
+
+
+@dataclass(frozen=True, eq=True)
+class Absent(Term):
+    """An omitted optional input (`op.Clip(x)`, `op.Conv(x, w, None)`): `(Absent)` in egglog,
+    an empty input name in ONNX, no value in the semantics."""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+ABSENT = Absent()
 
 
 @dataclass(frozen=True, eq=True)
@@ -333,14 +249,17 @@ class Rewrite:
     rhs: tuple[Term, ...] = ()
     guards: tuple[Expr, ...] = field(default_factory=tuple)
 
-    def to(self, *args: Term | Expr | bool) -> Rewrite:
-        rhs = tuple(a for a in args if isinstance(a, Term))
+    def to(self, *args: Term | Expr | bool | float) -> Rewrite:
+        """The right sides (terms; a bare number is a constant) and the conditions."""
+        from rewrite.rules.literals import desugar
+
+        rhs = tuple(term(a) for a in args if isinstance(a, Term) or type(a) in (int, float))
         guards = tuple(a for a in args if isinstance(a, Expr))
         if len(rhs) != len(self.lhs):
             raise TypeError(
                 f"rewrite has {len(self.lhs)} left side(s) but {len(rhs)} right side(s)"
             )
-        return Rewrite(self.lhs, rhs, guards)
+        return desugar(Rewrite(self.lhs, rhs, guards))
 
     def __repr__(self) -> str:
         sides = ", ".join(f"{show(a)} = {show(b)}" for a, b in zip(self.lhs, self.rhs, strict=True))
@@ -362,6 +281,8 @@ def variables(t: Term) -> set[str]:
     """Tensor variables of a term."""
     if isinstance(t, Var):
         return {t.name}
+    if isinstance(t, Absent):
+        return set()
     assert isinstance(t, App)
     out: set[str] = set()
     for i in t.inputs:

@@ -10,6 +10,7 @@ with a typed e-graph form (`rewrite.ops`, `OpSpec.egg`); `rewrite rules ops` lis
 from __future__ import annotations
 
 from collections.abc import Callable
+from difflib import get_close_matches
 from typing import Any
 
 import onnx
@@ -17,7 +18,7 @@ import onnx
 from rewrite.errors import RuleError
 from rewrite.ops.base import OpSpec
 from rewrite.ops.registry import all_specs, lookup
-from rewrite.rules.language import App, Expr, Term, lift
+from rewrite.rules.language import ABSENT, Absent, App, Expr, Term, lift, term
 
 
 def const_input_names(spec: OpSpec) -> list[str]:
@@ -40,14 +41,28 @@ def _constructor(spec: OpSpec) -> Callable[..., App]:
     assert spec.egg is not None
     params = [a[0] for a in spec.egg.attrs] + const_input_names(spec)
     n_inputs = spec.egg.n_inputs
+    least = n_inputs - spec.egg.optional
 
-    def build(*inputs: Term, **attrs: Any) -> App:
-        if len(inputs) != n_inputs or not all(isinstance(i, Term) for i in inputs):
-            raise RuleError(f"{spec.name} takes {n_inputs} tensor input(s), got {len(inputs)}")
+    def build(*given: Term | None, **attrs: Any) -> App:
+        bad = [i for i in given if not (i is None or isinstance(i, Term) or _number(i))]
+        if bad:
+            raise RuleError(
+                f"{spec.name}'s inputs are tensors (rule parameters typed Tensor, op results or "
+                f"numbers); got {bad[0]!r}"
+            )
+        inputs = tuple(ABSENT if i is None else term(i) for i in given)
+        if not least <= len(inputs) <= n_inputs:
+            takes = f"{least} to {n_inputs}" if least < n_inputs else str(n_inputs)
+            raise RuleError(f"{spec.name} takes {takes} tensor input(s), got {len(given)}")
+        if any(isinstance(i, Absent) for i in inputs[:least]):
+            raise RuleError(f"{spec.name}: only its last {spec.egg.optional} input(s) may be None")
+        inputs += (ABSENT,) * (n_inputs - len(inputs))
         unknown = set(attrs) - set(params)
         if unknown:
+            near = [m for u in sorted(unknown) for m in get_close_matches(u, params, n=1)]
+            hint = f" (did you mean {', '.join(near)}?)" if near else ""
             raise RuleError(
-                f"{spec.name} has no attribute {', '.join(sorted(unknown))}; it has: "
+                f"{spec.name} has no attribute {', '.join(sorted(unknown))}{hint}; it has: "
                 f"{', '.join(params) or 'none'}"
             )
         values: list[tuple[str, Expr | None]] = [
@@ -60,6 +75,40 @@ def _constructor(spec: OpSpec) -> Callable[..., App]:
     return build
 
 
+def describe_ops() -> str:
+    """`rewrite rules ops`: every typed op as a rule writes it, with its inputs (optional ones
+    in brackets), its attributes and constant vector inputs (keyword arguments, defaults)."""
+    lines = []
+    for domain, prefix in (("", "op."), ("com.microsoft", "op.ms.")):
+        for name, spec in sorted(typed_ops(domain).items()):
+            assert spec.egg is not None
+            n, opt = spec.egg.n_inputs, spec.egg.optional
+            names = _input_names(spec)
+            ins = [names[i] if i < len(names) else f"x{i}" for i in range(n)]
+            ins = [f"[{x}]" if i >= n - opt else x for i, x in enumerate(ins)]
+            kws = [f"{a}={d!r}" if d is not None else f"{a}=..." for a, _, d in spec.egg.attrs]
+            kws += [f"{c}=[ints]" for c in const_input_names(spec)]
+            lines.append(f"{prefix}{name}({', '.join(ins + kws)}) -> 1 output")
+            if spec.doc:
+                lines.append(f"    {spec.doc.strip().splitlines()[0]}")
+    return "\n".join(lines)
+
+
+def _input_names(spec: OpSpec) -> list[str]:
+    """ONNX names of the tensor inputs of the typed form (constant vector inputs left out)."""
+    try:
+        schema = onnx.defs.get_schema(spec.name, domain=spec.domain)
+        names = [i.name for i in schema.inputs]
+    except onnx.defs.SchemaError:
+        return []
+    const = set(spec.egg.const_inputs if spec.egg else ())
+    return [x for i, x in enumerate(names) if i not in const]
+
+
+def _number(v: object) -> bool:
+    return type(v) in (int, float)
+
+
 class _Namespace:
     def __init__(self, domain: str, label: str) -> None:
         self._domain = domain
@@ -70,9 +119,17 @@ class _Namespace:
             raise AttributeError(name)
         spec = lookup(name, self._domain)
         if spec is None or spec.egg is None:
-            known = ", ".join(sorted(typed_ops(self._domain)))
+            typed = sorted(typed_ops(self._domain))
             why = "is not an op" if spec is None else "has no typed e-graph form yet"
-            raise RuleError(f"unknown op {self._label}{name}: {name} {why}; rules can use: {known}")
+            near = get_close_matches(name, typed, n=3, cutoff=0.6) or get_close_matches(
+                name.lower(), [t.lower() for t in typed], n=3, cutoff=0.6
+            )
+            near = [next(t for t in typed if t.lower() == n.lower()) for n in near]
+            hint = f"; did you mean {' or '.join(near)}?" if near else ""
+            raise RuleError(
+                f"unknown op {self._label}{name}: {name} {why}{hint} (rules can use: "
+                f"{', '.join(typed)}; `rewrite rules ops` lists them with their inputs)"
+            )
         return _constructor(spec)
 
     def __dir__(self) -> list[str]:

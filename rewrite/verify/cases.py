@@ -21,6 +21,7 @@ from typing import Any
 from rewrite.errors import RuleError, ShapeError
 from rewrite.ops.base import TensorType
 from rewrite.rules.language import (
+    Absent,
     And,
     App,
     AttrVar,
@@ -172,7 +173,7 @@ def _bind(
         return
     app = apps[i]
     spec = spec_of(app)
-    in_types = [types[t] for t in app.inputs]
+    in_types = [None if isinstance(t, Absent) else types[t] for t in app.inputs]
     given = dict(app.attrs)
     choices: list[list[Any]] = []
     for p in params(spec):
@@ -235,13 +236,16 @@ def _type_rhs(case: Case) -> None:
     for t in case.rewrite.rhs:
         try:
             for s in subterms(t):
-                if s in case.types or s in case.rhs_types:
+                if s in case.types or s in case.rhs_types or isinstance(s, Absent):
                     continue
                 if isinstance(s, Var):
                     raise RuleError(f"variable {s.name} on the right side is not bound")
                 assert isinstance(s, App)
                 spec = spec_of(s)
-                in_types = [case.types.get(c) or case.rhs_types[c] for c in s.inputs]
+                in_types = [
+                    None if isinstance(c, Absent) else case.types.get(c) or case.rhs_types[c]
+                    for c in s.inputs
+                ]
                 values = ev.app_values(s)
                 case.rhs_types[s] = infer(spec, s, in_types, values)
         except ShapeError as e:

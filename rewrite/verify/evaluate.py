@@ -22,7 +22,20 @@ from onnx import TensorProto
 from rewrite.errors import RuleError, ShapeError
 from rewrite.ops.base import OpCall, OpSpec, TensorType
 from rewrite.ops.registry import lookup
-from rewrite.rules.language import And, App, AttrVar, BinOp, Call, Cmp, Lit, Term, Var, show
+from rewrite.rules.language import (
+    Absent,
+    And,
+    App,
+    AttrVar,
+    BinOp,
+    Call,
+    Cmp,
+    Lit,
+    Term,
+    Var,
+    show,
+)
+from rewrite.rules.literals import in_dtype, value_literal
 from rewrite.rules.ops import const_input_names
 
 Array = np.ndarray
@@ -114,7 +127,9 @@ class _Values:
     def __init__(self, case: Bindings) -> None:
         self.case = case
 
-    def type_of(self, t: Term) -> TensorType:
+    def type_of(self, t: Term) -> TensorType | None:
+        if isinstance(t, Absent):
+            return None
         if t in self.case.types:
             return self.case.types[t]
         if t in self.case.rhs_types:
@@ -144,6 +159,14 @@ class _Values:
         if isinstance(e, And):
             return self.all([self.expr(p) for p in e.parts])
         if isinstance(e, Cmp):
+            found = value_literal(e)
+            if found is not None:  # c.value() == v: v as c's dtype holds it
+                call, v = found
+                t = self.type_of(call.args[0])
+                held = in_dtype(v, t.dtype) if t is not None else v
+                if held is None:
+                    return False
+                return _compare(e.op, self.expr(call), held)
             return _compare(e.op, self.expr(e.left), self.expr(e.right))
         if isinstance(e, BinOp):
             return _arith(e.op, self.expr(e.left), self.expr(e.right))
@@ -172,6 +195,14 @@ class _Values:
             return True  # is_const: constness does not change what the graph computes
         if fn == "value":
             return self.value_of(args[0])
+        if fn == "dtype_in":
+            t = self.type_of(args[0])
+            return t is not None and t.dtype in set(args[1])
+        if fn == "approx":
+            x = self.value_of(args[0])
+            v, rtol, atol = (float(a) for a in args[1:])
+            tol = atol + rtol * abs(v)
+            return self.all([_compare("<=", x - v, tol), _compare("<=", v - x, tol)])
         if fn == "precedes":  # a symmetry-breaking order: checking both orders is stronger
             return True
         if fn == "vec":
@@ -262,6 +293,8 @@ class Evaluator(_Values):
         """The value of `t` (a right-side term equal to a left-side one is that term)."""
         if t in self.memo:
             return self.memo[t]
+        if isinstance(t, Absent):
+            return None
         if isinstance(t, Var):
             value = self.inputs[t.name]
         else:

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from rewrite.rules.language import App, Term, Var, subterms
+from rewrite.rules.language import Absent, App, Term, Var, subterms
 from rewrite.verify.cases import Case
 from rewrite.verify.evaluate import Evaluator, make_call, spec_of
 
@@ -30,6 +30,9 @@ def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) 
     used: list[str] = []
     for t in subterms(root):
         if t in names:
+            continue
+        if isinstance(t, Absent):
+            names[t] = ""
             continue
         if isinstance(t, Var):
             names[t] = t.name

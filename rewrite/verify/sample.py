@@ -268,6 +268,8 @@ def fixed_values(case: Case) -> dict[str, Array]:
     arrays of their type."""
     pinned = {v: float(k) for v, k in case.facts.items()}
     for g in case.value_guards:
+        if isinstance(g, Call) and g.fn == "approx" and isinstance(g.args[0], Var):
+            pinned[g.args[0].name] = float(g.args[1])  # within any tolerance
         if isinstance(g, Cmp) and g.op == "==":
             for a, b in ((g.left, g.right), (g.right, g.left)):
                 if (

@@ -1,0 +1,139 @@
+"""Literals in rules: constants in patterns and values compared in the constant's dtype.
+
+`rewrite(x * 0.5).to(...)`: each number on a left side (a `Const`) becomes a fresh variable
+`_k<i>` with the conditions `_k<i>.is_scalar()` and `_k<i>.value() == 0.5`; a number on a
+right side must be one of the left side's (the same variable; constants computed on the right
+are not supported yet). `c.value() == v` holds where the constant equals `v` rounded to the
+constant's own dtype (`in_dtype`): 0.7071067811865476 matches a float32 model's
+float32(1/√2), 0.1 matches float16(0.1) in a float16 model. The compiled rule gets one
+variant per group of dtypes whose roundings of `v` agree (`value_variants`).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from rewrite.errors import RuleError
+from rewrite.rules.language import (
+    And,
+    App,
+    Call,
+    Cmp,
+    Const,
+    Expr,
+    Lit,
+    Rewrite,
+    Term,
+    Var,
+)
+
+DOUBLE, FLOAT, FLOAT16, BFLOAT16 = 11, 1, 10, 16
+INTS = (2, 3, 4, 5, 6, 7, 12, 13)
+
+
+def desugar(rw: Rewrite) -> Rewrite:
+    """`rw` with its literals replaced by variables and their conditions (module docstring)."""
+    names: dict[float, Var] = {}
+    guards: list[Expr] = []
+
+    def left(t: Term) -> Term:
+        if isinstance(t, Const):
+            var = Var(f"_k{len(guards) // 2}")
+            names.setdefault(t.number, var)
+            guards.append(Call("is_scalar", (var,), "bool"))
+            guards.append(Cmp("==", Call("value", (var,), "float"), Lit(t.number, "float")))
+            return var
+        if isinstance(t, App):
+            return App(t.op, t.attrs, tuple(left(i) for i in t.inputs), t.domain)
+        return t
+
+    def right(t: Term) -> Term:
+        if isinstance(t, Const):
+            if t.number not in names:
+                raise RuleError(
+                    f"the constant {t.number!r} on the right side is not on the left side "
+                    "(a rule can reuse a constant it matched; it cannot create one yet)"
+                )
+            return names[t.number]
+        if isinstance(t, App):
+            return App(t.op, t.attrs, tuple(right(i) for i in t.inputs), t.domain)
+        return t
+
+    lhs = tuple(left(t) for t in rw.lhs)
+    if not guards and not any(_has_const(t) for t in rw.rhs):
+        return rw
+    return Rewrite(lhs, tuple(right(t) for t in rw.rhs), (*guards, *rw.guards))
+
+
+def _has_const(t: Term) -> bool:
+    return isinstance(t, Const) or (isinstance(t, App) and any(map(_has_const, t.inputs)))
+
+
+def in_dtype(v: float, dtype: int) -> float | None:
+    """`v` as a constant of ONNX `dtype` holds it (None: no value of that dtype equals it)."""
+    if dtype == DOUBLE:
+        return float(v)
+    if dtype == FLOAT:
+        return float(np.float32(v))
+    if dtype == FLOAT16:
+        return float(np.float16(v))
+    if dtype == BFLOAT16:
+        bits = struct.unpack("<I", struct.pack("<f", np.float32(v)))[0]
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # round to nearest even
+        return float(struct.unpack("<f", struct.pack("<I", bits))[0])
+    if dtype in INTS or dtype == 9:  # integers and bool hold integral values only
+        return float(v) if float(v).is_integer() else None
+    return float(v)
+
+
+def value_literal(g: Expr) -> tuple[Call, float] | None:
+    """(the `value()` call, v) when `g` is `c.value() == v` with a float literal v."""
+    if not isinstance(g, Cmp) or g.op != "==":
+        return None
+    for a, b in ((g.left, g.right), (g.right, g.left)):
+        number = isinstance(b, Lit) and type(b.value) in (int, float)
+        if isinstance(a, Call) and a.fn == "value" and number:
+            return a, float(b.value)  # type: ignore[union-attr]
+    return None
+
+
+def value_variants(v: float) -> list[tuple[tuple[int, ...] | None, float]]:
+    """(dtypes, value) groups: a constant of those dtypes equals `v` when it holds `value`;
+    one group (dtypes None: any) when every float rounding of `v` is `v` itself."""
+    groups: dict[float, list[int]] = {}
+    for d in (DOUBLE, FLOAT, FLOAT16, BFLOAT16, *INTS, 9):
+        r = in_dtype(v, d)
+        if r is not None:
+            groups.setdefault(r, []).append(d)
+    if list(groups) == [float(v)]:
+        return [(None, float(v))]
+    return [(tuple(ds), r) for r, ds in groups.items()]
+
+
+def expand(rw: Rewrite) -> list[Rewrite]:
+    """`rw` once per combination of dtype groups of its `value() == v` conditions, each
+    condition replaced by `dtype_in(c, group) and value() == rounded`."""
+    out = [rw]
+    for i, g in enumerate(rw.guards):
+        found = value_literal(g)
+        if found is None:
+            continue
+        call, v = found
+        variants = value_variants(v)
+        if variants == [(None, v)]:
+            continue
+        nxt = []
+        for r in out:
+            for dtypes, rounded in variants:
+                part = And(
+                    (
+                        Call("dtype_in", (call.args[0], dtypes), "bool"),
+                        Cmp("==", call, Lit(rounded, "float")),
+                    )
+                )
+                guards = (*r.guards[:i], part, *r.guards[i + 1 :])
+                nxt.append(Rewrite(r.lhs, r.rhs, guards))
+        out = nxt
+    return out
