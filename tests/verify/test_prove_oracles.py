@@ -9,6 +9,7 @@ bound's limits, and the exact form of a counterexample's line.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from rewrite.rules import Int, Rewrite, Rule, RuleSet, Tensor, op, rewrite
 from rewrite.verify.bound import DEFAULT_BOUND, Bound
@@ -211,3 +212,57 @@ def test_counterexample_line_and_json() -> None:
     }
     as_json = valued.to_json()
     assert {k: as_json[k] for k in expected} == expected
+
+
+@RS.rule
+def relu_relu(x: Tensor) -> Rewrite:
+    """Relu(Relu(x)) = Relu(x)   (sound in ORT)"""
+    return rewrite(op.Relu(op.Relu(x))).to(op.Relu(x))
+
+
+def test_a_counterexample_ort_does_not_reproduce_leaves_the_rule_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Semantics that differ from ORT (Relu given Neg's formula) yield a Z3 counterexample that
+    ORT does not show: the rule is unknown, and the reason gives Z3's sides and ORT's."""
+    from dataclasses import replace
+
+    from rewrite.ops import registry
+
+    relu, neg = registry.lookup("Relu"), registry.lookup("Neg")
+    assert relu is not None and neg is not None
+    monkeypatch.setitem(registry._SPECS, relu.key, replace(relu, z3=neg.z3))
+    result = prove(_rule("relu_relu"))
+    assert result.status == UNKNOWN and result.counterexample is None
+    why = result.reason
+    assert "; but it does not reproduce in ORT (both sides give [" in why
+    assert why.endswith("): the semantics differ from ORT's here")
+    # Z3's sides under the wrong formula: left = Neg(Neg(x)) = x, right = Neg(x) = -x
+    x = why.split(": x=")[1].split(" -> ")[0]
+    left = why.split("-> left=")[1].split(" right=")[0]
+    right = why.split(" right=")[1].split(";")[0]
+    assert left == x and right != x and right not in ("None", "")
+    ort = why.split("both sides give ")[1].split("):")[0]
+    assert ort != "None" and ort.startswith("[")
+
+
+def test_a_value_counterexample_names_its_rewrite_and_shows_what_ort_ran() -> None:
+    from tests.verify.wrong_rules import WRONG
+
+    rule = next(r for r in WRONG if r.name == "gelu_tanh_declared_exact")
+    cx = prove(rule).counterexample
+    assert cx is not None and cx.rewrite == repr(rule.rewrites[0])
+    assert "confirmed in float64" in cx.why  # exp/erf/tanh: float64 sides, then ORT's
+    left, right = np.asarray(cx.lhs, float), np.asarray(cx.rhs, float)
+    assert cx.lhs == cx.lhs_ort and cx.rhs == cx.rhs_ort
+    assert left.size == right.size == np.asarray(cx.inputs["x"]).size
+    assert np.max(np.abs(left - right)) > 1e-7
+
+
+def test_a_case_is_named_by_every_variable() -> None:
+    """The text `Z3 gave up (...) on <case>` and the random-search message use."""
+    from rewrite.verify.cases import cases
+    from rewrite.verify.prove import _where
+
+    case = next(c for c in cases(_rule("exp_neg_and_relu"), DEFAULT_BOUND))
+    assert _where(case) == "x: float32[1], y: float32[1]"
