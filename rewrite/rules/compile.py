@@ -262,6 +262,16 @@ def _template(t: Term, ctx: _Ctx) -> str:
 
 
 def _guard(g: Expr, ctx: _Ctx) -> None:
+    try:
+        _condition(g, ctx)
+    except RuleError as e:
+        where = getattr(g, "origin", "")
+        if where and where not in str(e):
+            raise RuleError(f"{e} (the condition at {where})") from e
+        raise
+
+
+def _condition(g: Expr, ctx: _Ctx) -> None:
     if isinstance(g, And):
         for p in g.parts:
             _guard(p, ctx)

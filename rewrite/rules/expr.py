@@ -6,7 +6,9 @@ f64, VecI); `rules.language` builds terms and rewrites over them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 # --------------------------------------------------------------------------------------------
@@ -75,12 +77,30 @@ class AttrVar(Expr):
         return hash(("attr", self.name))
 
 
+def origin() -> str:
+    """`file:line` of the first caller outside the rule language: where a rule wrote the
+    expression being built (errors point there, not at the rule's decorator)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        path = os.path.abspath(name)
+        if not name.startswith("<") and os.path.dirname(path) != here:
+            return f"{os.path.basename(path)}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return ""
+
+
 @dataclass(eq=False)
 class BinOp(Expr):
     op: str
     left: Expr
     right: Expr
     kind: str = "int"
+    origin: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        self.origin = self.origin or origin()
 
 
 @dataclass(eq=False)
@@ -89,6 +109,10 @@ class Cmp(Expr):
     left: Expr
     right: Expr
     kind: str = "bool"
+    origin: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        self.origin = self.origin or origin()
 
     def __and__(self, other: Expr) -> And:
         return And((self, other))

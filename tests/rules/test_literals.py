@@ -133,3 +133,25 @@ def test_errors_say_what_to_write() -> None:
         rewrite(op.Relu(x)).to(x * 2.0)
     with pytest.raises(TypeError, match="unknown dtype 'float31'"):
         _ = x.dtype == "float31"
+
+
+def test_a_bad_condition_names_the_line_that_wrote_it(tmp_path: Path) -> None:
+    from rewrite.rules.load import load_rule_file
+
+    path = tmp_path / "bad_rules.py"
+    path.write_text(
+        "from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite\n"
+        "\n"
+        'BAD = RuleSet("bad")\n'
+        "\n"
+        "\n"
+        "@BAD.rule\n"
+        "def relu_shape_three(x: Tensor) -> Rewrite:\n"
+        '    """Relu(x) = x"""\n'
+        "    return rewrite(op.Relu(x)).to(\n"
+        "        x,\n"
+        "        x.shape == 3,\n"
+        "    )\n"
+    )
+    with pytest.raises(RuleError, match=r"mixes .* \(the condition at bad_rules\.py:11\)"):
+        load_rule_file(path)
