@@ -169,12 +169,14 @@ class _Decoder:
         kids = iter(node.children)
         inputs: list[str] = []
         out = self.name_of(cid)
-        for i in range(sig.n_inputs + len(sig.const_inputs)):
+        for i in range(len(node.children) + len(sig.const_inputs)):  # any arity
             if i in sig.const_inputs:
                 arr = np.asarray(next(vecs), dtype=np.int64)
                 inputs.append(self.const_input(arr, f"{out}/input{i}"))
             else:
                 inputs.append(self.name_of(next(kids)))
+        while inputs and not inputs[-1]:  # omitted trailing optional inputs
+            inputs.pop()
         self.nodes.append(
             Node(
                 node.op,

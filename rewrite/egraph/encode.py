@@ -23,7 +23,7 @@ import onnx
 from egglog import bindings
 from onnx import numpy_helper
 
-from rewrite.egraph.schema import SYM_BASE, program, writable
+from rewrite.egraph.schema import SYM_BASE, egg_name, program, writable
 from rewrite.onnx_io.graph import Graph, Node, release_pages
 from rewrite.ops.base import EggSig, TensorType, onnx_dtype
 from rewrite.ops.registry import NONDETERMINISTIC, lookup
@@ -214,7 +214,10 @@ class _Encoder:
         names = {a[0] for a in sig.attrs}
         if not set(attrs) <= names:
             return None
-        n_total = sig.n_inputs + len(sig.const_inputs)
+        n_tensors = sig.n_inputs
+        if len(inputs) - len(sig.const_inputs) in sig.arities:  # a variadic op's other form
+            n_tensors = len(inputs) - len(sig.const_inputs)
+        n_total = n_tensors + len(sig.const_inputs)
         first_optional = n_total - sig.optional
         if not first_optional <= len(inputs) <= n_total:
             return None
@@ -225,7 +228,7 @@ class _Encoder:
         if args is None:
             return None
         tensors = [self.ref(inputs[i]) for i in range(n_total) if i not in sig.const_inputs]
-        return f"({n.op_type} {' '.join(args + tensors)})"
+        return f"({egg_name(spec, n_tensors)} {' '.join(args + tensors)})"
 
     def typed_args(
         self, n: Node, sig: EggSig, attrs: dict[str, Any], inputs: list[str]

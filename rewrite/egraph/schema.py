@@ -84,22 +84,36 @@ def typed_specs() -> list[OpSpec]:
     return [s for s in all_specs() if s.egg is not None and s.domain in DOMAIN_PREFIX]
 
 
-def egg_name(spec: OpSpec) -> str:
-    """The egglog constructor of a typed op: its name, prefixed for non-default domains."""
-    return DOMAIN_PREFIX[spec.domain] + spec.name
+def egg_name(spec: OpSpec, n_inputs: int | None = None) -> str:
+    """The egglog constructor of a typed op: its name, prefixed for non-default domains; a
+    variadic op's form with `n_inputs` other than the base count is `<name>_<n>`."""
+    base = DOMAIN_PREFIX[spec.domain] + spec.name
+    if n_inputs is None or spec.egg is None or n_inputs == spec.egg.n_inputs:
+        return base
+    if n_inputs not in spec.egg.arities:
+        raise ValueError(f"{spec.name} has no typed form with {n_inputs} inputs")
+    return f"{base}_{n_inputs}"
 
 
 def constructors() -> dict[str, OpSpec]:
-    """egglog constructor name -> spec, for every typed op."""
-    return {egg_name(s): s for s in typed_specs()}
+    """egglog constructor name -> spec, for every typed op and arity."""
+    out = {}
+    for s in typed_specs():
+        assert s.egg is not None
+        for n in (s.egg.n_inputs, *s.egg.arities):
+            out[egg_name(s, n)] = s
+    return out
 
 
 def constructor(spec: OpSpec) -> str:
+    """The constructor declarations of a typed op (one per arity)."""
     assert spec.egg is not None
     sorts = [sort for _, sort, _ in spec.egg.attrs]
     sorts += ["VecI"] * len(spec.egg.const_inputs)
-    sorts += ["T"] * spec.egg.n_inputs
-    return f"(constructor {egg_name(spec)} ({' '.join(sorts)}) T)"
+    return "\n".join(
+        f"(constructor {egg_name(spec, n)} ({' '.join(sorts + ['T'] * n)}) T)"
+        for n in (spec.egg.n_inputs, *spec.egg.arities)
+    )
 
 
 def _vars(spec: OpSpec) -> tuple[list[str], list[str]]:

@@ -150,6 +150,9 @@ class EggSig:
     attrs: tuple[tuple[str, str, Any], ...] = ()
     n_inputs: int = 1
     const_inputs: tuple[int, ...] = ()
+    arities: tuple[int, ...] = ()
+    """Other tensor-input counts of a variadic op (Concat, Sum, Max, Min, Mean), each its own
+    egglog constructor `<name>_<k>`; `n_inputs` is the base form's count."""
     optional: int = 0
     """How many of the last tensor inputs may be omitted: an omitted one is `(Absent)` in the
     term (Clip without min/max, Conv without bias), and written back as an empty name."""

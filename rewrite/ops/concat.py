@@ -114,8 +114,8 @@ CONCAT = register(
         reference=ref_concat,
         flops=no_flops,
         doc="Concat(x..., axis): the axis dims add up.",
-        # typed for two inputs (the pairwise merges rules build); other arities are opaque
-        egg=EggSig(attrs=(("axis", "i64", None),), n_inputs=2),
+        # typed for 1 to 16 inputs (a constructor per count: Concat, Concat_3, ...)
+        egg=EggSig(attrs=(("axis", "i64", None),), n_inputs=2, arities=(1, *range(3, 17))),
         z3=ref_concat,  # moves Z3 terms like numbers
     )
 )

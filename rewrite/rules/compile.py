@@ -191,7 +191,7 @@ def _pattern(t: Term, ctx: _Ctx) -> str:
             )
     kids = [_pattern(i, ctx) for i in t.inputs]
     node = ctx.fresh("_n")
-    ctx.atoms.append(f"(= {node} ({egg_name(spec)} {' '.join(args + kids)}))")
+    ctx.atoms.append(f"(= {node} ({egg_name(spec, len(kids))} {' '.join(args + kids)}))")
     ctx.nodes.append((len(ctx.atoms), node, t.op))
     ctx.steps.append((len(ctx.atoms), f"pattern {show(t)}"))
     ctx.terms[t] = node
@@ -255,7 +255,7 @@ def _template(t: Term, ctx: _Ctx) -> str:
             ctx.atoms.append(f"(= {d} {_expr(v, ctx, as_float=sort == 'f64')})")
             args.append(d)
     kids = [_template(i, ctx) for i in t.inputs]
-    return f"({egg_name(spec)} {' '.join(args + kids)})"
+    return f"({egg_name(spec, len(kids))} {' '.join(args + kids)})"
 
 
 # -- guards and expressions --------------------------------------------------------------------

@@ -51,12 +51,16 @@ def _constructor(spec: OpSpec) -> Callable[..., App]:
                 f"numbers); got {bad[0]!r}"
             )
         inputs = tuple(ABSENT if i is None else term(i) for i in given)
-        if not least <= len(inputs) <= n_inputs:
+        variadic = len(inputs) in spec.egg.arities  # type: ignore[union-attr]
+        if not (least <= len(inputs) <= n_inputs or variadic):
             takes = f"{least} to {n_inputs}" if least < n_inputs else str(n_inputs)
+            if spec.egg.arities:  # type: ignore[union-attr]
+                counts = sorted({n_inputs, *spec.egg.arities})  # type: ignore[union-attr]
+                takes = f"{counts[0]} to {counts[-1]}"
             raise RuleError(f"{spec.name} takes {takes} tensor input(s), got {len(given)}")
         if any(isinstance(i, Absent) for i in inputs[:least]):
             raise RuleError(f"{spec.name}: only its last {spec.egg.optional} input(s) may be None")
-        inputs += (ABSENT,) * (n_inputs - len(inputs))
+        inputs += (ABSENT,) * max(0, n_inputs - len(inputs))
         unknown = set(attrs) - set(params)
         if unknown:
             near = [m for u in sorted(unknown) for m in get_close_matches(u, params, n=1)]
