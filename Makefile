@@ -64,7 +64,7 @@ $(CORPUS)/.done:
 MUTANTS ?= 'rewrite.verify.prove.*' 'rewrite.verify.differential.*' 'rewrite.verify.compare.*' \
   'rewrite.publish.*' \
   'rewrite.extract.check.*' 'rewrite.extract.mip.*' \
-  'rewrite.stages.x__verified__mutmut_*' 'rewrite.stages.x__differential__mutmut_*'
+  'rewrite.acceptance.x_checked__mutmut_*' 'rewrite.acceptance.x_differential_check__mutmut_*'
 
 mutate: $(VENV)/.installed-mutate
 	$(VENV)/bin/mutmut run --max-children 1 $(MUTANTS)

@@ -35,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np
 import onnx
 import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type hints
 
@@ -73,7 +74,10 @@ def node_cases(pattern: str | None = None) -> list[Any]:
 def case_feeds(case: Any) -> dict[str, Any]:
     """The case's first data set as feeds: graph input name -> array, list or None."""
     inputs = case.data_sets[0][0]
-    return {vi.name: x for vi, x in zip(case.model.graph.input, inputs, strict=False)}
+    return {  # a rank-0 input arrives as a numpy scalar, which ORT refuses: an array
+        vi.name: np.asarray(x) if isinstance(x, np.generic) else x
+        for vi, x in zip(case.model.graph.input, inputs, strict=False)
+    }
 
 
 def ort_run(path: Path, feeds: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from rewrite.errors import RewriteError
 from rewrite.limits import DEFAULT_TIME_LIMIT, MEMORY_FRACTION, Limits, default_max_memory_mb
-from rewrite.report import STATUS_OPTIMIZED
+from rewrite.report import STATUS_NOT_FASTER, STATUS_OPTIMIZED
 
 EXIT_FALLBACK = 3
 
@@ -65,6 +65,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         extract_time_limit=args.ilp_time_limit,
         prove_rules=not args.trust_rules,
         allow_approximate=args.allow_approximate,
+        measure=args.measure,
+        measure_threads=args.measure_threads,
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -81,7 +83,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if report.status != STATUS_OPTIMIZED:
         for w in report.warnings:
             print(f"rewrite: warning: {one_line(w)}", file=sys.stderr)
-        return EXIT_FALLBACK
+        return 0 if report.status == STATUS_NOT_FASTER else EXIT_FALLBACK
     return 0
 
 
@@ -171,6 +173,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     o.add_argument(
         "--allow-approximate", action="store_true", help="also use rules tagged approximate"
+    )
+    o.add_argument(
+        "--measure",
+        action="store_true",
+        help="after verification, time input and output in ONNX Runtime (interleaved rounds) "
+        "and write the input graph unless the output is faster beyond noise",
+    )
+    o.add_argument(
+        "--measure-threads",
+        type=int,
+        default=1,
+        metavar="N",
+        help="intra-op threads for --measure (default 1)",
     )
     o.add_argument(
         "--ruleset",

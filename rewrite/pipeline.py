@@ -84,6 +84,10 @@ class Options:
     """Run the stages in a worker process (crash isolation)."""
     hard_memory_mb: float | None = None
     """Address-space cap of the worker; None = derived from the memory limit, 0 = none."""
+    measure: bool = False
+    """Time input and output in ORT after verification; keep the output only if it is faster
+    beyond noise (`rewrite.measure`)."""
+    measure_threads: int = 1
 
 
 def default_rulesets() -> list[RuleSet]:
@@ -195,6 +199,7 @@ def _merge(report: Report, result: JobResult) -> None:
         "nodes_after",
         "folded",
         "verification",
+        "measured",
         "rules_refused",
         "rules_verified",
         "rule_effects",

@@ -17,6 +17,8 @@ from rewrite.files import atomic_text
 STATUS_OPTIMIZED = "optimized"
 STATUS_FALLBACK = "fallback"
 """The optimized graph failed verification (or a stage failed): the input graph was written."""
+STATUS_NOT_FASTER = "not faster"
+"""`--measure`: the verified output was not faster beyond noise; the input graph was written."""
 
 
 @dataclass
@@ -38,6 +40,8 @@ class Report:
     nodes_after: dict[str, int] = field(default_factory=dict)
     folded: dict[str, int] = field(default_factory=dict)
     verification: dict[str, Any] = field(default_factory=dict)
+    measured: dict[str, Any] = field(default_factory=dict)
+    """`--measure`: latencies of input and output in ORT, speedup, noise floor, rounds."""
     warnings: list[str] = field(default_factory=list)
     rules_verified: list[dict[str, Any]] = field(default_factory=list)
     """Rules used, each with how it was verified (status, bound, cases, cached, sampled error)."""
@@ -128,6 +132,14 @@ class Report:
         v = self.verification
         if v:
             lines.append(f"  verified   {v.get('summary', v.get('ok'))}")
+        m = self.measured
+        if m:
+            kept = "kept the output" if m.get("faster") else "not faster: kept the input"
+            lines.append(
+                f"  measured   {m['input_ms']:.2f} ms -> {m['output_ms']:.2f} ms "
+                f"({m['speedup']:.3f}x, noise ±{100 * m['noise']:.1f}%, {m['rounds']} rounds, "
+                f"{m['threads']} thread(s), {m['provider']}); {kept}"
+            )
         for n in self.notes:
             lines.append(f"  note       {n}")
         for w in self.warnings:

@@ -18,10 +18,11 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from rewrite.acceptance import checked, measured
 from rewrite.egraph.decode import decode
 from rewrite.egraph.encode import encode
 from rewrite.egraph.snapshot import take_snapshot
-from rewrite.errors import ModelError, RewriteError, UncheckableError
+from rewrite.errors import ModelError, RewriteError
 from rewrite.estimates import POST_SECONDS_PER_NODE, post_seconds, weights_mb
 from rewrite.extract.check import check_choice
 from rewrite.extract.cost import CPU, CUDA, cost_by_op, graph_cost, node_costs
@@ -31,17 +32,14 @@ from rewrite.isolate import in_worker
 from rewrite.limits import Deadline, peak_rss_mb
 from rewrite.onnx_io import load
 from rewrite.onnx_io.concrete import sizing_types
-from rewrite.onnx_io.feeds import load_inputs
 from rewrite.onnx_io.graph import Graph
-from rewrite.onnx_io.inputs import Feed
 from rewrite.pipeline import JobResult, Options, _first_line, _stat, default_rulesets
 from rewrite.provenance import rule_effects
 from rewrite.publish import clear
-from rewrite.report import STATUS_FALLBACK, STATUS_OPTIMIZED, Report
+from rewrite.report import STATUS_FALLBACK, STATUS_NOT_FASTER, STATUS_OPTIMIZED, Report
 from rewrite.rules.fold import fold_constants
 from rewrite.rules.saturate import saturate
 from rewrite.saving import Saver
-from rewrite.verify.differential import DiffResult, differential
 
 TARGETS = {"cpu": CPU, "cuda": CUDA}
 _KEPT: list[object] = []
@@ -102,7 +100,7 @@ def optimize_job(
         nodes_after = optimized.op_counts() if saved and optimized is not None else {}
         if saved and release:  # written: free the weights before ORT loads both models
             del graph, optimized
-        verified = saved and _verified(src, staged, opts, report, clock)
+        verified = saved and checked(src, staged, opts, report, clock)
         if saved and not verified and not release and _refold_may_help(opts, report):
             # Folding can expose to ORT what the input hides from its checks (a constant If
             # condition inlines a branch ORT then refuses): the same rules without folding.
@@ -115,8 +113,19 @@ def optimize_job(
             optimized = _optimize_guarded(graph, opts, report, clock, end)
             saved = optimized is not None and _save_optimized(optimized, saver, clock)
             nodes_after = optimized.op_counts() if saved and optimized is not None else {}
-            verified = saved and _verified(src, staged, opts, report, clock)
-        if verified:
+            verified = saved and checked(src, staged, opts, report, clock)
+        faster = verified and (not opts.measure or measured(src, staged, opts, report, clock))
+        if verified and not faster:  # --measure: not faster beyond noise
+            clear(staged.parent)
+            if release:
+                with clock.stage("load"):
+                    graph = _load(src, stat)
+            with clock.stage("save"):
+                saver.save_input(graph)
+            report.status = STATUS_NOT_FASTER
+            report.nodes_after = graph.op_counts()
+            report.rule_effects = {}
+        elif verified:
             report.status = STATUS_OPTIMIZED
             report.nodes_after = nodes_after
         else:
@@ -192,39 +201,6 @@ def _save_optimized(optimized: Graph, saver: Saver, clock: _Clock) -> bool:
     """Save `optimized` to the staging file; False (and a warning) if it is rejected."""
     with clock.stage("save"):
         return saver.save_optimized(optimized)
-
-
-def _verified(src: Path, staged: Path, opts: Options, report: Report, clock: _Clock) -> bool:
-    """Check the model saved at `staged` against `src` (both read from disk by ORT); False (and
-    a warning) if it is rejected, or if `src` runs on none of the generated inputs (the
-    warning says to pass --inputs). Raises RewriteError when `src` cannot be loaded in ONNX
-    Runtime or fails on the user's inputs."""
-    if not opts.verify:
-        report.verification = {"ok": None, "summary": "skipped (--no-verify)"}
-        return True
-    with clock.stage("verify"):
-        try:
-            result = _differential(src, staged, opts)
-        except UncheckableError as e:
-            report.verification = {"ok": False, "summary": f"could not run: {e}"}
-            report.warnings.append(f"{e}; input graph written instead")
-            return False
-        except RewriteError:
-            raise
-        except Exception as e:  # e.g. inputs too large to sample: nothing was verified
-            report.verification = {"ok": False, "summary": f"could not run: {_first_line(e)}"}
-            report.warnings.append(
-                f"the differential check could not run ({type(e).__name__}: "
-                f"{_first_line(e)}); input graph written instead"
-            )
-            return False
-    report.verification = result.to_json()
-    report.verification["summary"] = result.summary()
-    if not result.ok:
-        report.warnings.append(
-            f"differential check failed, input graph written instead: {result.summary()}"
-        )
-    return result.ok
 
 
 # -- the stages ---------------------------------------------------------------------------
@@ -380,19 +356,3 @@ def _load(src: Path, stat: tuple[int, int, int] | None = None) -> Graph:
             raise ModelError(f"{src}: a graph value name is not UTF-8: {value!r}")
     graph.require_data()
     return graph
-
-
-def _differential(src: Path, staged: Path, opts: Options) -> DiffResult:
-    feeds: list[dict[str, Feed]] = []
-    if opts.inputs:
-        feeds.append(load_inputs(opts.inputs, str(src)))
-    # calibrate: an output's atol widens to 4x ORT's own noise (ENABLE_ALL vs DISABLE_ALL)
-    return differential(
-        str(src),
-        str(staged),
-        feeds=feeds or None,
-        seed=opts.seed,
-        trials=opts.trials,
-        dims=dict(opts.dims) or None,
-        calibrate=True,
-    )

@@ -47,8 +47,21 @@ _SAME_SHAPE = [
     "LayerNormalization",
     "Abs",
     "Log",
+    "Sin",
+    "Cos",
+    "Sign",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Not",
+    "Clip",
 ]
-_BROADCAST = ("Add", "Sub", "Mul", "Div", "Pow", "Sum")
+_BROADCAST = ("Add", "Sub", "Mul", "Div", "Pow", "Sum", "Max", "Min", "And", "Or", "Xor")
+_TESTS = ("IsNaN", "IsInf")
+"""Same shape as the input, bool."""
+_COMPARISONS = ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")
+"""Broadcast shape, bool."""
+BOOL = 9
 
 PRELUDE = """
 (sort VecI (Vec i64))
@@ -149,6 +162,27 @@ def shape_rules(spec: OpSpec) -> list[str]:
         rule("(= s0 (shape x0)) (= s1 (shape x1))", "(bcast-req s0 s1)", "req")
         rule("(= s0 (shape x0)) (= s1 (shape x1)) (= s (bcast s0 s1))", "(set (shape e) s)", "s")
         rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
+    elif name in _TESTS and spec.domain == "":
+        rule("(= s (shape x0))", "(set (shape e) s)", "s")
+        rule("", f"(set (dtype e) {BOOL})", "d")
+    elif name in _COMPARISONS and spec.domain == "":
+        rule("(= s0 (shape x0)) (= s1 (shape x1))", "(bcast-req s0 s1)", "req")
+        rule("(= s0 (shape x0)) (= s1 (shape x1)) (= s (bcast s0 s1))", "(set (shape e) s)", "s")
+        rule("", f"(set (dtype e) {BOOL})", "d")
+    elif name == "Where" and spec.domain == "":
+        rule("(= s1 (shape x1)) (= s2 (shape x2))", "(bcast-req s1 s2)", "req12")
+        rule(
+            "(= s0 (shape x0)) (= s1 (shape x1)) (= s2 (shape x2)) (= b (bcast s1 s2))",
+            "(bcast-req s0 b)",
+            "req",
+        )
+        rule(
+            "(= s0 (shape x0)) (= s1 (shape x1)) (= s2 (shape x2)) (= b (bcast s1 s2)) "
+            "(= s (bcast s0 b))",
+            "(set (shape e) s)",
+            "s",
+        )
+        rule("(= d (dtype x1))", "(set (dtype e) d)", "d")
     elif name == "Expand":
         rule("(= s0 (shape x0))", "(bcast-req s0 a0)", "req")
         rule("(= s0 (shape x0)) (= s (bcast s0 a0))", "(set (shape e) s)", "s")

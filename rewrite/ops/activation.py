@@ -3,8 +3,12 @@ ThresholdedRelu, HardSigmoid, HardSwish, Mish, Gelu (opset 20) and Clip.
 
 Contract: each maps X to an output of X's dtype and shape. Attributes take their ONNX
 defaults when absent. Clip takes its bounds from attributes `min`/`max` before opset 11 and
-from optional inputs 1 and 2 from opset 11 (either form is accepted at any opset); a missing
-bound is unbounded. PRelu's slope broadcasts unidirectionally to X.
+from optional inputs 1 and 2 from opset 11 (either form is accepted at any opset); the
+bounds are scalars (shape () or [1], as ORT requires); a missing bound is the dtype's lowest
+(highest) finite value, as ORT's kernel uses: Clip(X, lo, hi) = min(max(X, lo), hi) with
+max(x, lo) = lo if x < lo else x and min(y, hi) = hi if hi < y else y, so a NaN bound clips
+nothing, a NaN in X stays NaN and lo > hi gives hi everywhere. PRelu's slope broadcasts
+unidirectionally to X.
 """
 
 from __future__ import annotations
@@ -13,9 +17,20 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import z3  # type: ignore[import-untyped]  # ships no type hints
 
 from rewrite.errors import ShapeError
-from rewrite.ops.base import OpCall, OpSpec, ReferenceFn, TensorType, broadcast, fail
+from rewrite.ops._z3 import SIGNED, const, is_int, vmap
+from rewrite.ops.base import (
+    EggSig,
+    OpCall,
+    OpSpec,
+    ReferenceFn,
+    TensorType,
+    broadcast,
+    fail,
+    np_dtype,
+)
 from rewrite.ops.elementwise import per_element, same_type
 from rewrite.ops.registry import register
 from rewrite.ops.unary import TRANSCENDENTAL, erf
@@ -127,17 +142,75 @@ def clip_bounds(call: OpCall, arrays: list[Array | None]) -> tuple[float | None,
     return lo, hi
 
 
+def _clip_infer(call: OpCall) -> list[TensorType]:
+    """Clip(X[, min, max]): X's type; min and max are scalars (ORT also takes shape [1])."""
+    for i in (1, 2):
+        shape = call.input(i).shape if call.has_input(i) else None
+        if (
+            shape is not None
+            and shape not in ((), (1,))
+            and not (len(shape) == 1 and not isinstance(shape[0], int))
+        ):
+            raise fail(call, f"input {i} (a bound) must be a scalar")
+    return same_type(call)
+
+
+def _limits(dtype: np.dtype) -> tuple[float | int, float | int]:
+    """The dtype's lowest and highest finite values."""
+    if dtype.kind == "f":
+        f = np.finfo(dtype)
+        return float(f.min), float(f.max)
+    i = np.iinfo(dtype)
+    return int(i.min), int(i.max)
+
+
 def _clip_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """min(max(X, lo), hi): when lo > hi every element becomes hi, as ONNX specifies."""
+    """Clip as ORT computes it (module docstring)."""
     x = arrays[0]
     assert x is not None
     lo, hi = clip_bounds(call, arrays)
-    out = x
-    if lo is not None:
-        out = np.maximum(out, x.dtype.type(lo))
-    if hi is not None:
-        out = np.minimum(out, x.dtype.type(hi))
+    low, high = _limits(x.dtype)
+    lo_v = x.dtype.type(low if lo is None else lo)
+    hi_v = x.dtype.type(high if hi is None else hi)
+    out = np.where(x < lo_v, lo_v, x)
+    out = np.where(hi_v < out, hi_v, out)
     return [np.asarray(out, dtype=x.dtype)]
+
+
+def _bound(arr: Array | None) -> object:
+    """The one element of a bound input (None when omitted)."""
+    return None if arr is None else np.asarray(arr, dtype=object).reshape(-1)[0]
+
+
+def _z3_clip(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """Clip over Z3 terms (module docstring); an omitted bound is the dtype's extreme finite
+    value in IEEE and bit-vectors, and no bound in reals."""
+    x = arrays[0]
+    assert x is not None
+    lo = _bound(arrays[1] if len(arrays) > 1 else None)
+    hi = _bound(arrays[2] if len(arrays) > 2 else None)
+    dt = call.input(0).dtype
+    unsigned = is_int(dt) and dt not in SIGNED
+    low, high = _limits(np_dtype(dt)) if dt else (None, None)
+
+    def less(a: object, b: object) -> object:
+        return z3.ULT(a, b) if unsigned else a < b  # type: ignore[operator]
+
+    def extreme(v: float | int | None, t: object) -> object:
+        if v is None or not (z3.is_fp(t) or z3.is_bv(t)):
+            return None
+        return const(v, t)
+
+    def clip(t: object) -> object:
+        a = lo if lo is not None else extreme(low, t)
+        b = hi if hi is not None else extreme(high, t)
+        if a is not None:
+            t = z3.If(less(t, a), a, t)
+        if b is not None:
+            t = z3.If(less(b, t), b, t)
+        return t
+
+    return [vmap(clip, x)]
 
 
 for _name, _fn, _k in (
@@ -155,4 +228,13 @@ for _name, _fn, _k in (
 ):
     register(OpSpec(_name, same_type, _f64(_fn), per_element(_k), doc=_fn.__doc__ or ""))
 register(OpSpec("PRelu", _prelu_infer, _prelu_ref, per_element(2)))
-register(OpSpec("Clip", same_type, _clip_ref, per_element(2)))
+register(
+    OpSpec(
+        "Clip",
+        _clip_infer,
+        _clip_ref,
+        per_element(2),
+        egg=EggSig(n_inputs=3, optional=2),
+        z3=_z3_clip,
+    )
+)

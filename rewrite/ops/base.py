@@ -122,6 +122,21 @@ def elementwise_flops(call: OpCall, outputs: list[TensorType]) -> float:
     return float(sum(t.numel or 0 for t in outputs))
 
 
+def same_type(call: OpCall) -> list[TensorType]:
+    """Output 0 has input 0's dtype and shape (unary elementwise ops)."""
+    return [call.input(0)]
+
+
+def per_element(k: float) -> FlopsFn:
+    """FLOPs = k per output element (k > 1 for transcendental or multi-step ops)."""
+
+    def flops(call: OpCall, outputs: list[TensorType]) -> float:
+        return k * elementwise_flops(call, outputs)
+
+    flops.__doc__ = f"{k:g} FLOPs per output element."
+    return flops
+
+
 def no_flops(call: OpCall, outputs: list[TensorType]) -> float:
     """Data movement only (reshape, transpose, gather, ...)."""
     return 0.0

@@ -8,6 +8,12 @@ SAME_LOWER (the odd pad goes at the end / the beginning). kernel_shape defaults 
 spatial dims. ConvTranspose(X (N, C, D...), W (C, M/group, k...), [B]) -> (N, M, O...) with
 O = stride·(D - 1) + output_padding + (k - 1)·dilation + 1 - pad_begin - pad_end, or
 `output_shape` / D·stride (SAME) with the pads derived as ONNX Runtime derives them.
+
+Typed form (Conv only): `(Conv auto_pad dilations group kernel_shape pads strides X W B)` with
+B `(Absent)` when omitted. An empty vector attribute stands for the attribute left out (its
+ONNX default: kernel_shape from W, pads zeros, strides and dilations ones): it decodes to a
+node without it. The Z3 semantics are the sums of products over the zero-padded X, in the
+order of the kernel taps, then over input channels (`_z3_conv`).
 """
 
 from __future__ import annotations
@@ -19,11 +25,19 @@ from typing import Any
 
 import numpy as np
 
-from rewrite.ops.base import Dim, OpCall, OpSpec, Shape, TensorType, fail
+from rewrite.ops._z3 import const, float_only
+from rewrite.ops.base import Dim, EggSig, OpCall, OpSpec, Shape, TensorType, fail
 from rewrite.ops.registry import register
 
 Array = np.ndarray
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+FLOATS = frozenset({1, 10, 11, 16})  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+def float_dtype(call: OpCall, dtype: int, allowed: frozenset[int] = FLOATS) -> None:
+    """Fail unless `dtype` (0: unknown) is one the op's ONNX type constraint allows."""
+    if dtype and dtype not in allowed:
+        raise fail(call, f"element type {dtype} is not allowed")
 
 
 @dataclass(frozen=True)
@@ -119,12 +133,12 @@ def _spatial_rank(call: OpCall) -> int | None:
         if t.rank is not None:
             return t.rank - 2
     ks = call.attr("kernel_shape")
-    return None if ks is None else len(ks)
+    return len(ks) if ks else None
 
 
 def _kernel(call: OpCall, n: int) -> tuple[int | None, ...]:
     ks = call.attr("kernel_shape")
-    if ks is not None:
+    if ks:  # an empty vector is the attribute left out (the typed form's default)
         return tuple(int(k) for k in ks)
     w = call.input(1).shape
     if w is None:
@@ -161,6 +175,9 @@ def _operands(call: OpCall) -> tuple[int, int | None, Shape, Shape, int]:
 def _conv_infer(call: OpCall) -> list[TensorType]:
     """Y: (N, M, O...) in X's dtype (see the module docstring for O)."""
     dtype, n, xs, ws, group = _operands(call)
+    float_dtype(call, dtype)
+    if (call.attr("auto_pad", "NOTSET") or "NOTSET") != "NOTSET" and call.attr("pads"):
+        raise fail(call, "auto_pad and pads together (ORT refuses them)")
     if n is None:
         return [TensorType(dtype, None)]
     _check_channels(call, xs[1], ws[1], ws[0], group)
@@ -191,6 +208,67 @@ def _conv_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     if b is not None:
         y += b.reshape(M, *([1] * n))
     return [y.astype(x.dtype)]
+
+
+def pad_objects(x: Array, widths: Sequence[tuple[int, int]], fill: Any) -> Array:
+    """An object array `x` padded with `fill` by (begin, end) elements per axis."""
+    out = np.empty(tuple(d + b + e for d, (b, e) in zip(x.shape, widths, strict=True)), object)
+    out.fill(fill)
+    out[tuple(slice(b, b + d) for d, (b, _) in zip(x.shape, widths, strict=True))] = x
+    return out
+
+
+def _z3_conv(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """Y[n, m, o...] = Σ_taps Σ_c Xpad[n, c, o·s + k·d] · W[m, c, k] (+ B[m]) over the input
+    channels of m's group: the same sums of products as the reference, over Z3 terms."""
+    float_only(call)
+    x, wt = arrays[0], arrays[1]
+    assert x is not None and wt is not None
+    b = arrays[2] if len(arrays) > 2 else None
+    n, g = x.ndim - 2, int(call.attr("group", 1))
+    w = window(call, n, _kernel(call, n))
+    out_sp = tuple(int(out_dim(call, w, i, d)) for i, d in enumerate(x.shape[2:]))  # type: ignore[arg-type]
+    pads = resolved_pads(w, x.shape[2:], out_sp)
+    xp = pad_objects(x, [(0, 0), (0, 0), *pads], const(0, wt.flat[0]))
+    N, C, M = x.shape[0], x.shape[1], wt.shape[0]
+    cg, mg = C // g, M // g
+    y = np.empty((N, M, *out_sp), dtype=object)
+    for gi in range(g):
+        acc: Array | None = None
+        for kidx, sl in taps(w, out_sp):
+            xs = xp[(slice(None), slice(gi * cg, (gi + 1) * cg), *sl)]  # (N, C/g, O...)
+            wk = wt[(slice(gi * mg, (gi + 1) * mg), slice(None), *kidx)]  # type: ignore[arg-type]
+            term = np.tensordot(wk, xs, axes=([1], [1]))  # (M/g, N, O...)
+            acc = term if acc is None else acc + term
+        assert acc is not None
+        y[:, gi * mg : (gi + 1) * mg] = np.moveaxis(acc, 0, 1)
+    if b is not None:
+        y = y + b.reshape(M, *([1] * n))
+    return [y]
+
+
+def _conv_attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """Attribute values consistent with X and W: W's kernel, zero / one / end-only pads,
+    strides and dilations 1 and 2, every auto_pad, the one group that fits the channels."""
+    xs = inputs[0].shape if inputs else None
+    ws = inputs[1].shape if len(inputs) > 1 else None
+    if xs is None or ws is None or len(xs) < 3 or len(ws) != len(xs):
+        return []
+    n = len(xs) - 2
+    if name == "auto_pad":
+        return list(AUTO_PADS)
+    if name == "kernel_shape":
+        return [tuple(ws[2:])]
+    if name == "pads":
+        return [(0,) * 2 * n, (1,) * 2 * n, (0,) * n + (1,) * n]
+    if name in ("strides", "dilations"):
+        return [(1,) * n, (2,) * n]
+    if name == "group":
+        c, cg, m = xs[1], ws[1], ws[0]
+        fits = isinstance(c, int) and isinstance(cg, int) and isinstance(m, int)
+        g = c // cg if fits and cg and c % cg == 0 else 1  # type: ignore[operator]
+        return [g if isinstance(m, int) and g and m % g == 0 else 1]
+    return None
 
 
 def _conv_flops(call: OpCall, outputs: list[TensorType]) -> float:
@@ -279,5 +357,27 @@ def _conv_transpose_flops(call: OpCall, outputs: list[TensorType]) -> float:
     return 2.0 * x * math.prod(ws[1:])  # type: ignore[arg-type]
 
 
-register(OpSpec("Conv", _conv_infer, _conv_ref, _conv_flops))
+register(
+    OpSpec(
+        "Conv",
+        _conv_infer,
+        _conv_ref,
+        _conv_flops,
+        egg=EggSig(
+            attrs=(
+                ("auto_pad", "String", "NOTSET"),
+                ("dilations", "VecI", ()),
+                ("group", "i64", 1),
+                ("kernel_shape", "VecI", ()),
+                ("pads", "VecI", ()),
+                ("strides", "VecI", ()),
+            ),
+            n_inputs=3,
+            optional=1,
+        ),
+        z3=_z3_conv,
+        attr_values=_conv_attr_values,
+        doc="Conv(X, W, B?): sums of products over sliding windows of the padded X.",
+    )
+)
 register(OpSpec("ConvTranspose", _conv_transpose_infer, _conv_transpose_ref, _conv_transpose_flops))

@@ -1,10 +1,11 @@
-"""Elementwise binary, variadic, comparison and logical ops with numpy broadcasting.
+"""Elementwise binary and variadic arithmetic ops with numpy broadcasting.
 
 Contract: every op here maps inputs that broadcast together (ONNX multidirectional
-broadcasting, `base.broadcast`) to one output of the broadcast shape. Arithmetic ops keep
-the first input's dtype (Pow keeps the base's); comparisons and logical ops give BOOL;
-Where(cond, X, Y) gives X's dtype. Shared helpers `same_type` and `per_element` (used by
-the unary, norm and reduce modules too) live here because these are the simplest ops.
+broadcasting, `base.broadcast`) to one output of the broadcast shape, in the first input's
+dtype (Pow keeps the base's; Pow, Max and Min as ORT computes them: `_binary_z3`). Max, Min
+and Sum are typed in their two-input form. Comparisons, logical ops and Where live in
+`logic.py`. Shared helpers `same_type` and `per_element` (used by the unary, norm and reduce
+modules too) live here because these are the simplest ops.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import numpy as np
 from onnx import TensorProto
 
 from rewrite.errors import ShapeError
+from rewrite.ops._binary_z3 import pow_general, pow_multiplies, z3_max_min, z3_pow
 from rewrite.ops._z3 import SIGNED, divide, divide_unsigned, float_only, is_int, vmap
 from rewrite.ops.base import (
     EggSig,
-    FlopsFn,
     OpCall,
     OpSpec,
     ReferenceFn,
@@ -28,28 +29,17 @@ from rewrite.ops.base import (
     broadcast,
     elementwise_flops,
     fail,
+    per_element,
+    same_type,
 )
 from rewrite.ops.registry import register
+
+__all__ = ["broadcast_inputs", "common_dtype", "per_element", "same_type"]
 
 BOOL = TensorProto.BOOL
 
 Array = np.ndarray
 ArrayFn = Callable[..., Array]
-
-
-def same_type(call: OpCall) -> list[TensorType]:
-    """Output 0 has input 0's dtype and shape (unary elementwise ops)."""
-    return [call.input(0)]
-
-
-def per_element(k: float) -> FlopsFn:
-    """FLOPs = k per output element (k > 1 for transcendental or multi-step ops)."""
-
-    def flops(call: OpCall, outputs: list[TensorType]) -> float:
-        return k * elementwise_flops(call, outputs)
-
-    flops.__doc__ = f"{k:g} FLOPs per output element."
-    return flops
 
 
 def broadcast_inputs(call: OpCall, indices: range | tuple[int, ...] | None = None) -> Shape | None:
@@ -83,20 +73,9 @@ def _arith_infer(call: OpCall) -> list[TensorType]:
     return [TensorType(dtype, broadcast_inputs(call))]
 
 
-def _bool_infer(call: OpCall) -> list[TensorType]:
-    """Comparisons and logic: operands share a dtype; the result is BOOL."""
-    common_dtype(call)
-    return [TensorType(BOOL, broadcast_inputs(call))]
-
-
 def _pow_infer(call: OpCall) -> list[TensorType]:
     """Pow(X, Y): X's dtype (Y may differ), broadcast shape."""
     return [TensorType(call.input(0).dtype, broadcast_inputs(call))]
-
-
-def _where_infer(call: OpCall) -> list[TensorType]:
-    """Where(C, X, Y): X and Y share a dtype; shape = broadcast(C, X, Y)."""
-    return [TensorType(common_dtype(call, (1, 2)), broadcast_inputs(call))]
 
 
 def _binary(fn: ArrayFn) -> ReferenceFn:
@@ -119,9 +98,11 @@ def _div(a: Array, b: Array) -> Array:
 
 
 def _pow(a: Array, b: Array) -> Array:
-    if a.dtype == b.dtype and a.dtype.kind == "f":
-        return np.power(a, b)
-    return np.power(a.astype(np.float64), b.astype(np.float64))
+    """ORT's Pow (`_binary_z3`): x·x or x·x·x where its kernel multiplies, else std::pow."""
+    out = pow_general(a, b)
+    if pow_multiplies(a.shape, b.shape):
+        out = np.where(b == 2, a * a, np.where(b == 3, a * a * a, out))
+    return out
 
 
 def _mod_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
@@ -157,19 +138,6 @@ def _variadic_flops(call: OpCall, outputs: list[TensorType]) -> float:
     return n * elementwise_flops(call, outputs)
 
 
-def _compare(fn: ArrayFn) -> ReferenceFn:
-    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-        return [np.asarray(fn(arrays[0], arrays[1]), dtype=np.bool_)]
-
-    return reference
-
-
-def _where_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    c, x, y = arrays
-    assert c is not None and x is not None and y is not None
-    return [np.where(c, x, y).astype(x.dtype, copy=False)]
-
-
 def _z3_div(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     """IEEE or real division (`_z3.divide`); integers truncate toward zero, undefined at 0."""
     a, b = arrays[0], arrays[1]
@@ -181,9 +149,27 @@ def _z3_div(call: OpCall, arrays: list[Array | None]) -> list[Array]:
 
 
 def _sum_z3(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """a + b; ONNX (and ORT) define Sum for floating dtypes only."""
+    """((x0 + x1) + x2) + ...; ONNX (and ORT) define Sum for floating dtypes only."""
     float_only(call)
-    return _binary(np.add)(call, arrays)
+    xs = [a for a in arrays if a is not None]
+    out = xs[0]
+    for x in xs[1:]:
+        out = np.add(out, x)
+    return [np.asarray(out, dtype=object)]
+
+
+def _fold(two: ReferenceFn) -> ReferenceFn:
+    """A variadic op's semantics from its two-input form: f(f(x0, x1), x2) ..."""
+
+    def semantics(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        xs = [a for a in arrays if a is not None]
+        out = xs[0]
+        for x in xs[1:]:
+            out = two(call, [out, x])[0]
+        return [np.asarray(out, dtype=object)]
+
+    semantics.__doc__ = two.__doc__
+    return semantics
 
 
 _EGG2 = EggSig(n_inputs=2)
@@ -198,7 +184,7 @@ for _name, _fn, _z3fn in _ARITH:
     _ref = _binary(_fn)
     register(OpSpec(_name, _arith_infer, _ref, elementwise_flops, egg=_EGG2, z3=_z3fn or _ref))
 
-register(OpSpec("Pow", _pow_infer, _binary(_pow), per_element(4)))
+register(OpSpec("Pow", _pow_infer, _binary(_pow), per_element(4), egg=_EGG2, z3=z3_pow))
 register(OpSpec("Mod", _arith_infer, _mod_ref, per_element(2)))
 register(OpSpec("BitShift", _arith_infer, _bitshift_ref, elementwise_flops))
 _VARIADIC: tuple[tuple[str, ArrayFn], ...] = (
@@ -207,20 +193,8 @@ _VARIADIC: tuple[tuple[str, ArrayFn], ...] = (
     ("Sum", np.add),
 )
 for _name, _vfn in _VARIADIC:
-    # Sum of two inputs is typed: it is Add under another name (ORT fuses Add, not Sum)
-    two = {"egg": _EGG2, "z3": _sum_z3} if _name == "Sum" else {}
-    register(OpSpec(_name, _arith_infer, _variadic(_vfn), _variadic_flops, **two))
+    # typed for 1 to 8 inputs: a constructor per count (Sum, Sum_3, ...)
+    _z3n = _sum_z3 if _name == "Sum" else _fold(z3_max_min(_name))
+    _egg = EggSig(n_inputs=2, arities=(1, *range(3, 9)))
+    register(OpSpec(_name, _arith_infer, _variadic(_vfn), _variadic_flops, egg=_egg, z3=_z3n))
 register(OpSpec("Mean", _arith_infer, _variadic(np.add, mean=True), _variadic_flops))
-_COMPARE: tuple[tuple[str, ArrayFn], ...] = (
-    ("Equal", np.equal),
-    ("Less", np.less),
-    ("LessOrEqual", np.less_equal),
-    ("Greater", np.greater),
-    ("GreaterOrEqual", np.greater_equal),
-    ("And", np.logical_and),
-    ("Or", np.logical_or),
-    ("Xor", np.logical_xor),
-)
-for _name, _cfn in _COMPARE:
-    register(OpSpec(_name, _bool_infer, _compare(_cfn), elementwise_flops))
-register(OpSpec("Where", _where_infer, _where_ref, elementwise_flops))

@@ -9,14 +9,24 @@ Negative indices count from the end of the indexed axis; out-of-range ones are a
   out[i][j][k] = data[indices[i][j][k]][j][k] for axis 0 (numpy `take_along_axis`).
 
 The output has data's dtype; the ops copy data (bytes read + written), no FLOPs.
+
+Typed form: `Gather(axis, data, indices)`, indices int64 or int32 (`input_dtypes`). Its Z3
+semantics selects with an `If` chain over the index value (index k or k - d picks slice k);
+an index outside [-d, d) is undefined (`_z3.require`: ORT fails the run). GatherND and
+GatherElements stay opaque.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
+import numpy as np
+import z3  # type: ignore[import-untyped]  # ships no type hints
+from onnx import TensorProto
+
+from rewrite.ops import _z3
 from rewrite.ops._dims import norm_axis
-from rewrite.ops.base import OpCall, OpSpec, TensorType, fail, no_flops
+from rewrite.ops.base import EggSig, OpCall, OpSpec, TensorType, fail, no_flops
 from rewrite.ops.registry import register
 
 
@@ -33,6 +43,40 @@ def ref_gather(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray
     data, idx = arrays[0], arrays[1]
     assert data is not None and idx is not None
     return [np.take(data, idx.astype(np.int64), axis=int(call.attr("axis", 0)))]
+
+
+def z3_gather(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    """out[pre, j, post] = data[pre, k, post] where indices[j] is k or k - d (d: the axis dim);
+    undefined (`require`) unless -d <= indices[j] < d."""
+    data, idx = arrays[0], arrays[1]
+    assert data is not None and idx is not None
+    axis = norm_axis(call, call.attr("axis", 0), data.ndim)
+    d = data.shape[axis]
+    pre, post = data.shape[:axis], data.shape[axis + 1 :]
+    out = np.empty((*pre, *idx.shape, *post), dtype=object)
+    for j in np.ndindex(*idx.shape):
+        i = idx[j]
+        for p in np.ndindex(*pre):
+            for q in np.ndindex(*post):
+                out[(*p, *j, *q)] = _select(call, i, [data[(*p, k, *q)] for k in range(d)])
+    return [out]
+
+
+def _select(call: OpCall, i: Any, items: list[Any]) -> Any:
+    """items[i] for an index term i (negative from the end); out of range is undefined."""
+    d = len(items)
+    if not z3.is_expr(i):
+        k = int(i)
+        if not -d <= k < d:
+            raise fail(call, f"index {k} out of range for a dim of {d}")
+        return items[k]
+    _z3.require(z3.And(i >= -d, i < d))
+    if d == 0:
+        return _z3.zero_like(i)  # never defined: any value
+    out = items[d - 1]
+    for k in range(d - 2, -1, -1):
+        out = z3.If(z3.Or(i == k, i == k - d), items[k], out)
+    return out
 
 
 def infer_gather_nd(call: OpCall) -> list[TensorType]:
@@ -98,7 +142,10 @@ GATHER = register(
         reference=ref_gather,
         flops=no_flops,
         bytes=gather_bytes,
-        doc="Gather(data, indices, axis): numpy take.",
+        egg=EggSig(attrs=(("axis", "i64", 0),), n_inputs=2),
+        z3=z3_gather,
+        input_dtypes=(None, (TensorProto.INT64, TensorProto.INT32)),
+        doc="Gather(data, indices, axis): numpy take along axis; indices in [-d, d).",
     )
 )
 GATHER_ND = register(

@@ -5,13 +5,21 @@ a 1-D A is (1, k) with the m axis dropped from the result, a 1-D B is (k, 1) wit
 dropped; leading (batch) dims broadcast. Gemm takes 2-D A (M, K) and B (K, N), transposed
 first when transA / transB is set, and an optional C that broadcasts unidirectionally to
 (M, N); alpha and beta default to 1. Both keep A's dtype.
+
+Typed forms: `(MatMul A B)`; `(Gemm alpha beta transA transB A B C)` with C `(Absent)` when
+omitted. Gemm's Z3 semantics: alpha·(A'·B') + beta·C as ORT computes it (the product scaled
+once, C not read when beta = 0), float dtypes only (ORT has no integer Gemm kernel).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import z3  # type: ignore[import-untyped]  # ships no type hints
 
 from rewrite.errors import ShapeError
+from rewrite.ops._z3 import RNE, float_only, vmap
 from rewrite.ops.base import (
     Dim,
     EggSig,
@@ -124,6 +132,53 @@ def _gemm_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     return [np.asarray(y, dtype=a.dtype)]
 
 
+def _f32(v: Any) -> Any:
+    """An ONNX float attribute as the float32 value it holds (a Z3 term stays as it is)."""
+    return v if z3.is_expr(v) else float(np.float32(v))
+
+
+def _z3_gemm(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """alpha·(A'·B') + beta·C over Z3 terms: the sums of products of `np.matmul`, scaled by
+    alpha when alpha != 1, plus C (scaled by beta when beta != 1) unless beta = 0. In IEEE
+    float16 computed in float32 and rounded once, as ORT's kernel does."""
+    float_only(call)
+    a, b = arrays[0], arrays[1]
+    assert a is not None and b is not None
+    c = arrays[2] if len(arrays) > 2 else None
+    first: Any = a.flat[0] if a.size else None
+    if z3.is_fp(first) and first.sort().sbits() < 24:  # float16 / bfloat16: float32 inside
+        sort = first.sort()
+
+        def widen(t: Array) -> Array:
+            return vmap(lambda e: z3.fpToFP(RNE, e, z3.Float32()), t)
+
+        (y,) = _gemm_terms(call, widen(a), widen(b), None if c is None else widen(c))
+        return [vmap(lambda e: z3.fpToFP(RNE, e, sort), y)]
+    return _gemm_terms(call, a, b, c)
+
+
+def _gemm_terms(call: OpCall, a: Array, b: Array, c: Array | None) -> list[Array]:
+    a = a.T if call.attr("transA", 0) else a
+    b = b.T if call.attr("transB", 0) else b
+    alpha, beta = _f32(call.attr("alpha", 1.0)), _f32(call.attr("beta", 1.0))
+    y = np.matmul(a, b)
+    if z3.is_expr(alpha) or alpha != 1.0:
+        y = vmap(lambda t: alpha * t, y)
+    if c is not None and (z3.is_expr(beta) or beta != 0.0):
+        bc = c if not z3.is_expr(beta) and beta == 1.0 else vmap(lambda t: beta * t, c)
+        y = y + bc
+    return [np.asarray(y, dtype=object)]
+
+
+def _gemm_attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """transA / transB both ways; beta also 0 (C not read)."""
+    if name in ("transA", "transB"):
+        return [0, 1]
+    if name == "beta":
+        return [1.0, 0.5, 0.0]
+    return None
+
+
 def _gemm_flops(call: OpCall, outputs: list[TensorType]) -> float:
     """2·M·K·N, plus M·N to add C."""
     dims = _gemm_dims(call)
@@ -143,4 +198,24 @@ register(
         z3=_matmul_ref,  # np.matmul on Z3 terms builds the sums of products
     )
 )
-register(OpSpec("Gemm", _gemm_infer, _gemm_ref, _gemm_flops))
+register(
+    OpSpec(
+        "Gemm",
+        _gemm_infer,
+        _gemm_ref,
+        _gemm_flops,
+        egg=EggSig(
+            attrs=(
+                ("alpha", "f64", 1.0),
+                ("beta", "f64", 1.0),
+                ("transA", "i64", 0),
+                ("transB", "i64", 0),
+            ),
+            n_inputs=3,
+            optional=1,
+        ),
+        z3=_z3_gemm,
+        attr_values=_gemm_attr_values,
+        doc="Gemm(A, B, C?, alpha, beta, transA, transB) = alpha·A'·B' + beta·C",
+    )
+)

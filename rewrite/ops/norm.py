@@ -5,22 +5,35 @@ Contract: LayerNormalization(X, Scale[, B]) normalizes over axes [axis, rank) (a
 Y = (X - mean) / sqrt(var + epsilon) · Scale + B; optional outputs Mean and InvStdDev have
 X's shape with the normalized axes set to 1, in the `stash_type` dtype (FLOAT).
 BatchNormalization(X, scale, B, mean, var) at inference: per channel (axis 1),
-Y = (X - mean) / sqrt(var + epsilon) · scale + B. InstanceNormalization does the same with
-the mean and variance of each (n, c) over the spatial axes. Softmax along `axis` from opset 13
-(default -1); before 13 (default axis 1) over X coerced to 2-D at `axis`
-(dims [0, axis) x [axis, rank)). All keep X's dtype and shape.
+Y = (X - mean) / sqrt(var + epsilon) · scale + B; typed (one output, no training_mode
+attribute) as `(BatchNormalization epsilon momentum X scale B mean var)`, its Z3 semantics in
+the order ORT's kernel computes it: s = scale · (1 / sqrt(var + epsilon)),
+Y = X·s + (B - mean·s). InstanceNormalization does the same with the mean and variance of
+each (n, c) over the spatial axes. Softmax along `axis` from opset 13 (default -1); before 13
+(default axis 1) over X coerced to 2-D at `axis` (dims [0, axis) x [axis, rank)). All keep
+X's dtype and shape.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import reduce
+from typing import Any
 
 import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
 from onnx import TensorProto
 
-from rewrite.ops._z3 import IEEE, RNE, current_model, float_only, square_root, vmap
+from rewrite.ops._z3 import (
+    IEEE,
+    RNE,
+    const,
+    current_model,
+    divide,
+    float_only,
+    square_root,
+    vmap,
+)
 from rewrite.ops.base import EggSig, OpCall, OpSpec, ReferenceFn, TensorType, broadcast, fail
 from rewrite.ops.elementwise import per_element, same_type
 from rewrite.ops.registry import register
@@ -80,11 +93,18 @@ def _channel(x: Array, v: Array) -> Array:
 
 
 def _batch_norm_infer(call: OpCall) -> list[TensorType]:
-    """Y: X's type; training-mode outputs (running mean / var, ...) are (C,) vectors."""
+    """Y: X's type; scale, B, mean and var must be (C,); training-mode outputs (running mean /
+    var, ...) are (C,) vectors."""
     x = call.input(0)
     if x.rank is not None and x.rank < 2:
         raise fail(call, "X must have rank >= 2")
     c = x.shape[1] if x.shape is not None else None
+    for i in range(1, 5):
+        s = call.input(i).shape
+        if s is None:
+            continue
+        if len(s) != 1 or (isinstance(c, int) and isinstance(s[0], int) and s[0] != c):
+            raise fail(call, f"input {i} of shape {s} is not ({c},)")
     stat = TensorType(call.input(3).dtype or x.dtype, (c,))
     return [x, *[stat] * (max(1, call.n_outputs) - 1)]
 
@@ -100,6 +120,26 @@ def _batch_norm_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     inv = _channel(x, scale) / np.sqrt(_channel(x, var) + eps)
     y = (x.astype(np.float64) - _channel(x, mean)) * inv + _channel(x, b)
     return [y.astype(x.dtype)]
+
+
+def _z3_batch_norm(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """Y = X·s + (B - mean·s) with s = scale · (1 / sqrt(var + epsilon)), per channel (axis 1),
+    as ORT's kernel computes it (in reals equal to (X - mean) / sqrt(var + epsilon) · scale + B)."""
+    float_only(call)
+    x, scale, b, mean, var = arrays[:5]
+    assert x is not None and scale is not None and b is not None
+    assert mean is not None and var is not None
+    eps = float(np.float32(call.attr("epsilon", 1e-5)))  # an ONNX float attribute is float32
+    inv = vmap(lambda v: divide(const(1, v), square_root(v + eps, SQRT)), var)
+    s = inv * scale
+    bias = b - mean * s
+    shape = (-1, *[1] * (x.ndim - 2))
+    return [x * s.reshape(shape) + bias.reshape(shape)]
+
+
+def _batch_norm_attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """momentum only matters in training: its default."""
+    return [0.9] if name == "momentum" else None
 
 
 def _instance_norm_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
@@ -214,7 +254,18 @@ register(
         z3=_z3_layer_norm,
     )
 )
-register(OpSpec("BatchNormalization", _batch_norm_infer, _batch_norm_ref, per_element(2)))
+register(
+    OpSpec(
+        "BatchNormalization",
+        _batch_norm_infer,
+        _batch_norm_ref,
+        per_element(2),
+        # typed with the inference form only: one output, no training_mode attribute
+        egg=EggSig(attrs=(("epsilon", "f64", 1e-5), ("momentum", "f64", 0.9)), n_inputs=5),
+        z3=_z3_batch_norm,
+        attr_values=_batch_norm_attr_values,
+    )
+)
 register(OpSpec("InstanceNormalization", same_type, _instance_norm_ref, per_element(8)))
 register(
     OpSpec(

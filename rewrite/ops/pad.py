@@ -6,15 +6,23 @@ default); axis a grows by b before and e after, a negative amount crops. `mode` 
 "constant" (fill with constant_value, default 0), "reflect" (mirror without the edge),
 "edge" (repeat the edge) or "wrap" (opset 19, periodic). Before opset 11 pads and the fill
 (`value`, float) are attributes. The output has data's dtype; ORT copies (bytes read +
-written), no FLOPs.
+written), no FLOPs. constant_value, when given, must hold one element (ORT refuses others).
+
+Typed form (no `axes` input): `(Pad mode pads data constant_value)` with `pads` the constant
+int64 input as a vector and constant_value `(Absent)` when omitted (fill 0). A Pad with `axes`
+stays opaque. The Z3 semantics move the terms as the reference moves numbers (`_z3_pad`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rewrite.ops._dims import as_ints, norm_axes
-from rewrite.ops.base import Dim, OpCall, OpSpec, Shape, TensorType, fail, no_flops
+from rewrite.ops._z3 import const
+from rewrite.ops.base import Dim, EggSig, OpCall, OpSpec, Shape, TensorType, fail, no_flops
+from rewrite.ops.conv import pad_objects
 from rewrite.ops.registry import register
 
 MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
@@ -68,20 +76,27 @@ def infer_pad(call: OpCall) -> list[TensorType]:
     if mode not in MODES:
         raise fail(call, f"mode {mode!r} is not one of {sorted(MODES)}")
     x = call.input(0)
+    if call.opset >= 11 and call.has_input(2) and call.input(2).numel not in (None, 1):
+        raise fail(call, "constant_value must hold one element")
     return [TensorType(x.dtype, pad_dims(call, x.shape))]
+
+
+def _widths(call: OpCall, arrays: list[Any]) -> tuple[tuple[slice, ...], list[tuple[int, int]]]:
+    """The crop (negative pads) and the (begin, end) growth per axis of a Pad."""
+    x = arrays[0]
+    call = OpCall(call.op_type, call.inputs, [None, *arrays[1:]], call.attrs, 1, call.opset)
+    rank = x.ndim
+    pads, _ = pad_args(call, rank)
+    assert pads is not None
+    crop = tuple(slice(max(-pads[i], 0), x.shape[i] - max(-pads[rank + i], 0)) for i in range(rank))
+    return crop, [(max(pads[i], 0), max(pads[rank + i], 0)) for i in range(rank)]
 
 
 def ref_pad(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
     x = arrays[0]
     assert x is not None
-    consts = [None, *arrays[1:]]
-    call = OpCall(call.op_type, call.inputs, consts, call.attrs, call.n_outputs, call.opset)
-    rank = x.ndim
-    pads, _ = pad_args(call, rank)
-    assert pads is not None
-    crop = tuple(slice(max(-pads[i], 0), x.shape[i] - max(-pads[rank + i], 0)) for i in range(rank))
+    crop, widths = _widths(call, arrays)
     x = x[crop]
-    widths = [(max(pads[i], 0), max(pads[rank + i], 0)) for i in range(rank)]
     mode = MODES[call.attr("mode", "constant")]
     if mode != "constant":
         return [np.pad(x, widths, mode=mode)]  # type: ignore[call-overload]
@@ -90,12 +105,51 @@ def ref_pad(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
     return [np.pad(x, widths, mode="constant", constant_values=np.asarray(value, x.dtype))]
 
 
+def _z3_pad(call: OpCall, arrays: list[Any]) -> list[np.ndarray]:
+    """Pad over Z3 terms: crop, then grow each axis with constant_value (default 0) or the
+    reflected / edge / wrapped terms, exactly as the reference moves numbers."""
+    x = arrays[0]
+    assert x is not None
+    crop, widths = _widths(call, arrays)
+    x = x[crop]
+    mode = MODES[call.attr("mode", "constant")]
+    if mode != "constant":
+        return [np.pad(x, widths, mode=mode)]  # type: ignore[call-overload]
+    fill = arrays[2] if len(arrays) > 2 and arrays[2] is not None else None
+    if fill is not None:
+        value = fill.reshape(-1)[0]
+    else:
+        like = arrays[0].reshape(-1)[0] if arrays[0].size else None
+        value = 0 if like is None else const(0, like)
+    return [pad_objects(x, widths, value)]
+
+
+def _pad_attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """pads: none, one on every side, mixed growth, a crop of one at the end of the last
+    axis; every mode (wrap exists from opset 19)."""
+    if name == "mode":
+        return list(MODES)
+    if name != "pads" or not inputs or inputs[0].shape is None:
+        return None
+    r = len(inputs[0].shape)
+    if r == 0:
+        return [()]
+    mixed = (1,) + (0,) * (r - 1) + (0,) * (r - 1) + (2,)
+    crop = (0,) * (2 * r - 1) + (-1,)
+    return [(0,) * 2 * r, (1,) * 2 * r, mixed, crop]
+
+
 PAD = register(
     OpSpec(
         name="Pad",
         infer=infer_pad,
         reference=ref_pad,
         flops=no_flops,
+        egg=EggSig(
+            attrs=(("mode", "String", "constant"),), n_inputs=2, const_inputs=(1,), optional=1
+        ),
+        z3=_z3_pad,
+        attr_values=_pad_attr_values,
         doc="Pad(data, pads, constant_value, axes, mode): grow or crop each axis.",
     )
 )

@@ -8,17 +8,30 @@ each maximum in X (row-major over N, C, D..., or column-major over D... when
 storage_order=1). AveragePool divides by the number of input elements in the window, or,
 with count_include_pad=1, by the window size clipped to the padded input. Global pools
 reduce all spatial axes to 1. LRN(X) = X / (bias + alpha/size · Σ_{local channels} X²)^beta.
+
+Typed form: `(AveragePool auto_pad ceil_mode count_include_pad kernel_shape pads strides X)`
+(kernel_shape required; an empty vector is the attribute left out, as for Conv; a node with
+`dilations`, opset 19, stays opaque). Its Z3 semantics sum the input elements each window
+covers in kernel order (float16 in float32, rounded once) and divide by the count. MaxPool,
+GlobalMaxPool, GlobalAveragePool and LRN stay opaque: ORT's kernels treat NaN differently by
+path (1-D skips NaN, the vectorized float32 2-D/3-D kernels keep a trailing NaN) and its
+float16 GlobalAveragePool sums in another order than float32.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
+import z3  # type: ignore[import-untyped]  # ships no type hints
 from onnx import TensorProto
 
+from rewrite.ops._z3 import RNE, const, divide, float_only
 from rewrite.ops.base import (
+    EggSig,
     OpCall,
     OpSpec,
     ReferenceFn,
@@ -27,29 +40,43 @@ from rewrite.ops.base import (
     elementwise_flops,
     fail,
 )
-from rewrite.ops.conv import Window, out_dim, resolved_pads, taps, trailing, window
+from rewrite.ops.conv import (
+    FLOATS,
+    Window,
+    float_dtype,
+    out_dim,
+    resolved_pads,
+    taps,
+    trailing,
+    window,
+)
 from rewrite.ops.registry import register
 
 Array = np.ndarray
 INT64 = TensorProto.INT64
+MAX_POOL_INTS = frozenset({TensorProto.INT8, TensorProto.UINT8})
 
 
 def _pool_window(call: OpCall, n: int) -> Window:
     ks = call.attr("kernel_shape")
-    if ks is None:
+    if not ks:
         raise fail(call, "attribute 'kernel_shape' is required")
     if len(ks) != n:
         raise fail(call, f"kernel_shape {list(ks)} does not fit {n} spatial axes")
-    return window(call, n, tuple(int(k) for k in ks))
+    w = window(call, n, tuple(int(k) for k in ks))
+    if w.auto_pad == "NOTSET" and any(max(p) >= k for p, k in zip(w.pads, ks, strict=True)):
+        raise fail(call, "pads must be smaller than the kernel (ORT)")
+    return w
 
 
 def _pool_infer(call: OpCall) -> list[TensorType]:
     """Y: (N, C, O...) in X's dtype; MaxPool's Indices: the same shape in INT64."""
     x = call.input(0)
+    float_dtype(call, x.dtype, FLOATS | MAX_POOL_INTS if call.op_type == "MaxPool" else FLOATS)
     ks = call.attr("kernel_shape")
     shape: Shape | None
     if x.shape is None:
-        shape = None if ks is None else (None, None, *[None] * len(ks))
+        shape = None if not ks else (None, None, *[None] * len(ks))
     else:
         if len(x.shape) < 3:
             raise fail(call, "X must have rank >= 3")
@@ -124,6 +151,80 @@ def _average_pool_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     return [(total / count).astype(x.dtype)]
 
 
+def _window_taps(
+    call: OpCall, shape: tuple[int, ...]
+) -> Iterator[tuple[tuple[int, ...], list[tuple[int, ...]], int]]:
+    """Per output position: its index, the input positions its window covers (kernel order,
+    row-major) and the number of its taps inside the padded input (count_include_pad)."""
+    w = _pool_window(call, len(shape) - 2)
+    ceil = bool(call.attr("ceil_mode", 0))
+    out_sp = tuple(int(out_dim(call, w, i, d, ceil)) for i, d in enumerate(shape[2:]))  # type: ignore[arg-type]
+    pads = resolved_pads(w, shape[2:], out_sp)
+    for o in np.ndindex(*out_sp):
+        inside: list[list[int]] = []
+        padded = 1
+        for i, d in enumerate(shape[2:]):
+            start = o[i] * w.strides[i] - pads[i][0]
+            pos = [start + k * w.dilations[i] for k in range(w.kernel[i] or 1)]
+            inside.append([p for p in pos if 0 <= p < d])
+            padded *= sum(1 for p in pos if -pads[i][0] <= p < d + pads[i][1])
+        yield o, list(itertools.product(*inside)), padded
+
+
+def _mean(vals: list[Any], count: int | None = None) -> Any:
+    """(((v0 + v1) + v2) + ...) / count, in float32 for float16 / bfloat16 terms and rounded
+    once (as ORT's kernels compute in float)."""
+    narrow = vals[0].sort() if z3.is_fp(vals[0]) and vals[0].sort().sbits() < 24 else None
+    if narrow is not None:
+        vals = [z3.fpToFP(RNE, v, z3.Float32()) for v in vals]
+    total = vals[0]
+    for v in vals[1:]:
+        total = total + v
+    y = divide(total, const(len(vals) if count is None else count, vals[0]))
+    return y if narrow is None else z3.fpToFP(RNE, y, narrow)
+
+
+def _z3_average_pool(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """The mean of the input elements each window covers (count_include_pad: divided by the
+    taps inside the padded input), summed in kernel order (`_mean`)."""
+    x = arrays[0]
+    assert x is not None
+    float_only(call)
+    include_pad = bool(call.attr("count_include_pad", 0))
+    outs = list(_window_taps(call, x.shape))
+    out_sp = tuple(max(o[i] for o, _, _ in outs) + 1 for i in range(x.ndim - 2))
+    y = np.empty((*x.shape[:2], *out_sp), dtype=object)
+    for nc in np.ndindex(*x.shape[:2]):
+        for o, pos, padded in outs:
+            vals = [x[nc + p] for p in pos]
+            y[nc + o] = _mean(vals, padded if include_pad else len(pos))
+    return [y]
+
+
+def _pool_attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """Windows of 1 and 2 per axis, pads 0 and (0..., 1...), strides 1 and 2, dilations 1,
+    ceil_mode both ways, auto_pad NOTSET and VALID."""
+    xs = inputs[0].shape if inputs else None
+    if xs is None or len(xs) < 3:
+        return []
+    n = len(xs) - 2
+    if name == "kernel_shape":
+        return [(2,) * n, (1,) * n]
+    if name == "pads":
+        return [(0,) * 2 * n, (0,) * n + (1,) * n]
+    if name == "strides":
+        return [(1,) * n, (2,) * n]
+    if name == "dilations":
+        return [(1,) * n]
+    if name == "auto_pad":
+        return ["NOTSET"]
+    if name in ("ceil_mode", "count_include_pad"):
+        return [0, 1]
+    if name == "storage_order":
+        return [0]
+    return None
+
+
 def _pool_flops(call: OpCall, outputs: list[TensorType]) -> float:
     """One operation per output element per kernel tap that lands inside the input.
 
@@ -132,7 +233,7 @@ def _pool_flops(call: OpCall, outputs: list[TensorType]) -> float:
     """
     y = outputs[0].numel
     ks = call.attr("kernel_shape")
-    if y is None or ks is None:
+    if y is None or not ks:
         return 0.0
     taps = float(y * math.prod(ks))
     x = call.input(0).numel
@@ -146,6 +247,7 @@ def _pool_flops(call: OpCall, outputs: list[TensorType]) -> float:
 def _global_infer(call: OpCall) -> list[TensorType]:
     """Y: (N, C, 1, ...) in X's dtype."""
     x = call.input(0)
+    float_dtype(call, x.dtype)
     if x.shape is None:
         return [TensorType(x.dtype, None)]
     if len(x.shape) < 2:
@@ -161,6 +263,21 @@ def _global_ref(fn: Callable[..., Array]) -> ReferenceFn:
         return [fn(x.astype(np.float64), axis=axes, keepdims=True).astype(x.dtype)]
 
     return reference
+
+
+def _global_average_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """The mean over the spatial axes summed in order in float32 (float64 for float64), as
+    ORT's kernel sums: a float64 sum would keep what float32 partial sums absorb."""
+    x = arrays[0]
+    assert x is not None
+    wide = np.dtype(np.float64 if x.dtype == np.float64 else np.float32)
+    flat: Any = x.reshape(*x.shape[:2], -1).astype(wide)
+    total = flat[..., 0].copy()
+    for i in range(1, flat.shape[-1]):
+        total = total + flat[..., i]
+    with np.errstate(all="ignore"):
+        y = (total / wide.type(flat.shape[-1])).astype(x.dtype)
+    return [y.reshape(*x.shape[:2], *[1] * (x.ndim - 2))]
 
 
 def _global_flops(call: OpCall, outputs: list[TensorType]) -> float:
@@ -193,7 +310,26 @@ def _lrn_flops(call: OpCall, outputs: list[TensorType]) -> float:
 
 
 register(OpSpec("MaxPool", _pool_infer, _max_pool_ref, _pool_flops))
-register(OpSpec("AveragePool", _pool_infer, _average_pool_ref, _pool_flops))
+register(
+    OpSpec(
+        "AveragePool",
+        _pool_infer,
+        _average_pool_ref,
+        _pool_flops,
+        egg=EggSig(
+            attrs=(
+                ("auto_pad", "String", "NOTSET"),
+                ("ceil_mode", "i64", 0),
+                ("count_include_pad", "i64", 0),
+                ("kernel_shape", "VecI", None),
+                ("pads", "VecI", ()),
+                ("strides", "VecI", ()),
+            )
+        ),
+        z3=_z3_average_pool,
+        attr_values=_pool_attr_values,
+    )
+)
 register(OpSpec("GlobalMaxPool", _global_infer, _global_ref(np.max), _global_flops))
-register(OpSpec("GlobalAveragePool", _global_infer, _global_ref(np.mean), _global_flops))
+register(OpSpec("GlobalAveragePool", _global_infer, _global_average_ref, _global_flops))
 register(OpSpec("LRN", _lrn_infer, _lrn_ref, _lrn_flops))

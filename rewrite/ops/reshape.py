@@ -11,9 +11,16 @@
 
 Outputs have the input's dtype and its elements in the same order. ORT runs all four as views
 of the input buffer, so they move no bytes (`bytes` is 0) and do no FLOPs.
+
+Typed forms (the model is opset >= 13 once loaded, so axes are inputs): `Flatten(axis, x)`,
+`Squeeze(axes, x)` and `Unsqueeze(axes, x)` with axes a constant int vector (a Squeeze
+without axes stays opaque), `Reshape(allowzero, shape, x)`. Their Z3 semantics are the
+references: they only move elements.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -174,6 +181,49 @@ def ref_unsqueeze(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndar
     return [x.reshape(static(unsqueeze_dims(call, x.shape, axes or [])))]
 
 
+MAX_RANK = 6
+"""Proof and self-test cases keep outputs at or below this rank (the e-graph's shape
+analysis stops there)."""
+
+
+def _rank(inputs: list[TensorType]) -> int | None:
+    return inputs[0].rank if inputs else None
+
+
+def flatten_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """Flatten's `axis`: every value in [-r, r] (r itself is valid: (prod(d), 1))."""
+    r = _rank(inputs)
+    if name != "axis" or r is None:
+        return None
+    return list(range(-r, r + 1))
+
+
+def squeeze_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """Squeeze's `axes`: the first size-1 dim, the last one (negative), and all of them."""
+    if name != "axes" or not inputs or inputs[0].shape is None:
+        return None
+    shape = inputs[0].shape
+    ones = [i for i, d in enumerate(shape) if d == 1]
+    if not ones:
+        return []
+    out = [(ones[0],), (ones[-1] - len(shape),), tuple(ones)]
+    return list(dict.fromkeys(out))
+
+
+def unsqueeze_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """Unsqueeze's `axes`: one new dim first, last, second; two (first and last, in reverse
+    order), keeping the output rank at most `MAX_RANK`."""
+    r = _rank(inputs)
+    if name != "axes" or r is None:
+        return None
+    out: list[tuple[int, ...]] = []
+    if r + 1 <= MAX_RANK:
+        out += [(0,), (-1,), (1,)]
+    if r + 2 <= MAX_RANK:
+        out += [(-1, 0)]
+    return out
+
+
 RESHAPE = register(
     OpSpec(
         name="Reshape",
@@ -193,7 +243,10 @@ FLATTEN = register(
         reference=ref_flatten,
         flops=no_flops,
         bytes=view_bytes,
-        doc="Flatten(x, axis): (prod(d[:axis]), prod(d[axis:])).",
+        egg=EggSig(attrs=(("axis", "i64", 1),), n_inputs=1),
+        z3=ref_flatten,  # moves Z3 terms like numbers
+        attr_values=flatten_values,
+        doc="Flatten(x, axis): (prod(d[:axis]), prod(d[axis:])), axis in [-r, r].",
     )
 )
 SQUEEZE = register(
@@ -203,7 +256,11 @@ SQUEEZE = register(
         reference=ref_squeeze,
         flops=no_flops,
         bytes=view_bytes,
-        doc="Squeeze(x, axes): drops size-1 dims.",
+        # typed when axes is a constant vector (opset >= 13); omitted axes stay opaque
+        egg=EggSig(n_inputs=1, const_inputs=(1,)),
+        z3=ref_squeeze,  # moves Z3 terms like numbers
+        attr_values=squeeze_values,
+        doc="Squeeze(x, axes): drops the size-1 dims at `axes` (every size-1 dim if omitted).",
     )
 )
 UNSQUEEZE = register(
@@ -213,6 +270,9 @@ UNSQUEEZE = register(
         reference=ref_unsqueeze,
         flops=no_flops,
         bytes=view_bytes,
+        egg=EggSig(n_inputs=1, const_inputs=(1,)),
+        z3=ref_unsqueeze,  # moves Z3 terms like numbers
+        attr_values=unsqueeze_values,
         doc="Unsqueeze(x, axes): inserts size-1 dims at output indices `axes`.",
     )
 )

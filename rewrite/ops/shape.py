@@ -13,16 +13,26 @@
   known only when x is a constant.
 
 Shape and Size read no data (only the output is written); none of these do FLOPs.
+
+Typed forms: `Shape(start, end, x)` (end's default `END` = INT64_MAX reads as "to the end"),
+`Size(x)`, `ConstantOfShape(input)` (the shape vector) without a `value` attribute (float32
+zeros; a `value` tensor has no typed form yet, so such a node stays opaque), `Expand(shape, x)`
+and `Tile(repeats, x)` with constant int vectors. Range stays opaque: its output length depends
+on its input values, which no static case of a proof or the self-test can have.
+Z3 semantics: Shape and Size are int64 numerals of the (static) case shape, ConstantOfShape
+the numeral of its fill value, Expand and Tile the references (they only move elements).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import onnx
 
 from rewrite.errors import ShapeError
+from rewrite.ops import _z3
 from rewrite.ops._dims import as_ints, vec_len
 from rewrite.ops.base import (
     Dim,
@@ -38,6 +48,8 @@ from rewrite.ops.base import (
 from rewrite.ops.registry import register
 
 INT64 = onnx.TensorProto.INT64
+END = 2**63 - 1
+"""Shape's `end` in the typed form when the attribute is absent (clamped to the rank)."""
 
 
 def output_bytes(call: OpCall, outputs: list[TensorType]) -> float:
@@ -66,6 +78,29 @@ def ref_shape(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]
     return [np.array(x.shape[begin:stop], dtype=np.int64)]
 
 
+def z3_shape(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    """int64 numerals of x.shape[start:end] (the case's shape is static)."""
+    (dims,) = ref_shape(call, arrays)
+    return [_numerals(dims, INT64)]
+
+
+def _numerals(values: np.ndarray, dtype: int) -> np.ndarray:
+    """An object array of Z3 numerals of `dtype` holding `values`."""
+    out = np.empty(values.shape, dtype=object)
+    for idx in np.ndindex(*values.shape):
+        out[idx] = _z3.symbol("", dtype, values[idx].item())
+    return out
+
+
+def shape_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """Shape's `start` (0, 1, -1) and `end` (to the end, -1, 1)."""
+    if name == "start":
+        return [0, 1, -1]
+    if name == "end":
+        return [END, -1, 1]
+    return None
+
+
 def infer_size(call: OpCall) -> list[TensorType]:
     return [TensorType(INT64, ())]
 
@@ -74,6 +109,11 @@ def ref_size(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
     x = arrays[0]
     assert x is not None
     return [np.array(x.size, dtype=np.int64)]
+
+
+def z3_size(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    """The element count as an int64 numeral."""
+    return [_numerals(ref_size(call, arrays)[0], INT64)]
 
 
 def fill_value(call: OpCall) -> np.ndarray:
@@ -108,6 +148,19 @@ def ref_constant_of_shape(call: OpCall, arrays: list[np.ndarray | None]) -> list
     dims = as_ints(arrays[0])
     assert dims is not None
     return [np.full(dims, fill_value(call)[0])]
+
+
+def z3_constant_of_shape(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    """The fill value's numeral (in the current arithmetic) at every position."""
+    (out,) = ref_constant_of_shape(call, arrays)
+    return [_numerals(out, infer_constant_of_shape(call)[0].dtype)]
+
+
+def constant_of_shape_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """ConstantOfShape's shape (ONNX names the input `input`): a scalar, vectors, rank 3."""
+    if name == "input":
+        return [(), (1,), (3,), (2, 3), (2, 1, 3)]
+    return None
 
 
 def range_len(call: OpCall, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> int:
@@ -186,6 +239,17 @@ def ref_tile(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
     return [np.tile(x, reps)]
 
 
+def tile_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """Tile's `repeats` for rank r: all ones, 2 on the first axis, 3 on the last."""
+    if name != "repeats" or not inputs or inputs[0].rank is None:
+        return None
+    r = inputs[0].rank
+    if r == 0:
+        return [()]
+    ones = (1,) * (r - 1)
+    return list(dict.fromkeys([(1, *ones), (2, *ones), (*ones, 3)]))
+
+
 def infer_nonzero(call: OpCall) -> list[TensorType]:
     x, value = call.input(0), call.const(0)
     nnz = None if value is None else int(np.count_nonzero(value))
@@ -205,7 +269,10 @@ SHAPE = register(
         reference=ref_shape,
         flops=no_flops,
         bytes=output_bytes,
-        doc="Shape(x, start, end): int64 dims of x.shape[start:end].",
+        egg=EggSig(attrs=(("start", "i64", 0), ("end", "i64", END)), n_inputs=1),
+        z3=z3_shape,
+        attr_values=shape_values,
+        doc="Shape(x, start, end): int64 dims of x.shape[start:end], Python-slice clamping.",
     )
 )
 SIZE = register(
@@ -215,6 +282,8 @@ SIZE = register(
         reference=ref_size,
         flops=no_flops,
         bytes=output_bytes,
+        egg=EggSig(n_inputs=1),
+        z3=z3_size,
         doc="Size(x): the element count as an int64 scalar.",
     )
 )
@@ -224,7 +293,12 @@ CONSTANT_OF_SHAPE = register(
         infer=infer_constant_of_shape,
         reference=ref_constant_of_shape,
         flops=no_flops,
-        doc="ConstantOfShape(shape, value): a tensor of that shape filled with value.",
+        # typed without `value` only (float32 zeros): a tensor attribute has no typed form
+        egg=EggSig(n_inputs=0, const_inputs=(0,)),
+        z3=z3_constant_of_shape,
+        attr_values=constant_of_shape_values,
+        doc="ConstantOfShape(shape, value): a tensor of that shape filled with value's element "
+        "(float32 0 when absent).",
     )
 )
 RANGE = register(
@@ -253,7 +327,10 @@ TILE = register(
         infer=infer_tile,
         reference=ref_tile,
         flops=no_flops,
-        doc="Tile(x, repeats): numpy tile.",
+        egg=EggSig(n_inputs=1, const_inputs=(1,)),
+        z3=ref_tile,  # moves Z3 terms like numbers
+        attr_values=tile_values,
+        doc="Tile(x, repeats): numpy tile, out.shape[i] = x.shape[i] * repeats[i].",
     )
 )
 NONZERO = register(

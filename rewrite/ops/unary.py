@@ -18,6 +18,20 @@ import z3  # type: ignore[import-untyped]  # ships no type hints
 from onnx import TensorProto
 
 from rewrite.ops._cast import cast
+from rewrite.ops._unary_z3 import (
+    abs_fn,
+    detects,
+    isinf_fn,
+    sign_fn,
+    z3_by_call,
+    z3_ceil,
+    z3_cos,
+    z3_floor,
+    z3_isnan,
+    z3_log,
+    z3_round,
+    z3_sin,
+)
 from rewrite.ops._z3 import UF, const, divide, square_root, unary, vmap
 from rewrite.ops._z3 import relu as z3_relu
 from rewrite.ops.base import (
@@ -31,8 +45,9 @@ from rewrite.ops.base import (
     fail,
     no_flops,
     np_dtype,
+    per_element,
+    same_type,
 )
-from rewrite.ops.elementwise import per_element, same_type
 from rewrite.ops.registry import register
 
 Array = np.ndarray
@@ -98,6 +113,12 @@ def elementwise_ref(fn: Callable[[Array], Array]) -> ReferenceFn:
     return reference
 
 
+def sign(x: Array) -> Array:
+    """-1, 0 or 1 (Sign(±0) = +0); NaN stays NaN, except in float16, where ORT gives 0."""
+    out = np.sign(x)
+    return np.where(np.isnan(out), 0, out).astype(x.dtype) if x.dtype == np.float16 else out
+
+
 def _bool_out(call: OpCall) -> list[TensorType]:
     return [TensorType(BOOL, call.input(0).shape)]
 
@@ -116,8 +137,9 @@ def _bool_ref(fn: Callable[[Array], Array]) -> ReferenceFn:
 def _is_inf(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     x = arrays[0]
     assert x is not None
-    pos = np.isposinf(x) if call.attr("detect_positive", 1) else np.zeros(x.shape, bool)
-    neg = np.isneginf(x) if call.attr("detect_negative", 1) else np.zeros(x.shape, bool)
+    detect_pos, detect_neg = detects(call)
+    pos = np.isposinf(x) if detect_pos else np.zeros(x.shape, bool)
+    neg = np.isneginf(x) if detect_neg else np.zeros(x.shape, bool)
     return [pos | neg]
 
 
@@ -278,25 +300,33 @@ _Z3 = {
     "Exp": unary(EXP, floats=True),
     "Sqrt": unary(_z3_sqrt, floats=True),
     "Reciprocal": unary(_z3_reciprocal, floats=True),
+    "Abs": z3_by_call(abs_fn),
+    "Sign": z3_by_call(sign_fn),
+    "Log": unary(z3_log, floats=True),
+    "Sin": unary(z3_sin, floats=True),
+    "Cos": unary(z3_cos, floats=True),
+    "Floor": unary(z3_floor, floats=True),
+    "Ceil": unary(z3_ceil, floats=True),
+    "Round": unary(z3_round, floats=True),
 }
 _T = per_element(TRANSCENDENTAL)
 _MATH: tuple[tuple[str, Callable[[Array], Array], FlopsFn, EggSig | None], ...] = (
     ("Neg", np.negative, elementwise_flops, _EGG1),
-    ("Abs", np.abs, elementwise_flops, None),
+    ("Abs", np.abs, elementwise_flops, _EGG1),
     ("Relu", relu, elementwise_flops, _EGG1),
     ("Sigmoid", sigmoid, _T, _EGG1),
     ("Tanh", np.tanh, _T, _EGG1),
     ("Erf", erf, _T, _EGG1),
     ("Exp", np.exp, _T, _EGG1),
-    ("Log", np.log, _T, None),
+    ("Log", np.log, _T, _EGG1),
     ("Sqrt", np.sqrt, per_element(2), _EGG1),
     ("Reciprocal", np.reciprocal, elementwise_flops, _EGG1),
-    ("Floor", np.floor, elementwise_flops, None),
-    ("Ceil", np.ceil, elementwise_flops, None),
-    ("Round", np.round, elementwise_flops, None),  # half to even, as ONNX specifies
-    ("Sign", np.sign, elementwise_flops, None),
-    ("Sin", np.sin, _T, None),
-    ("Cos", np.cos, _T, None),
+    ("Floor", np.floor, elementwise_flops, _EGG1),
+    ("Ceil", np.ceil, elementwise_flops, _EGG1),
+    ("Round", np.round, elementwise_flops, _EGG1),  # half to even, as ONNX specifies
+    ("Sign", sign, elementwise_flops, _EGG1),
+    ("Sin", np.sin, _T, _EGG1),
+    ("Cos", np.cos, _T, _EGG1),
     ("Tan", np.tan, _T, None),
     ("Asin", np.arcsin, _T, None),
     ("Acos", np.arccos, _T, None),
@@ -309,9 +339,32 @@ for _name, _fn, _flops, _egg in _MATH:
 
 _COPY = elementwise_ref(np.copy)
 register(OpSpec("Identity", same_type, _COPY, no_flops, egg=_EGG1, z3=_COPY))
-register(OpSpec("IsNaN", _bool_out, _bool_ref(np.isnan), elementwise_flops))
-register(OpSpec("IsInf", _bool_out, _is_inf, elementwise_flops))
-register(OpSpec("Not", _bool_out, _bool_ref(np.logical_not), elementwise_flops))
+_IS_NAN_Z3 = unary(z3_isnan, floats=True)
+register(
+    OpSpec("IsNaN", _bool_out, _bool_ref(np.isnan), elementwise_flops, egg=_EGG1, z3=_IS_NAN_Z3)
+)
+_DETECT = (("detect_negative", "i64", 1), ("detect_positive", "i64", 1))
+register(
+    OpSpec(
+        "IsInf",
+        _bool_out,
+        _is_inf,
+        elementwise_flops,
+        egg=EggSig(attrs=_DETECT, n_inputs=1),
+        z3=z3_by_call(isinf_fn, floats=True),
+    )
+)
+register(
+    OpSpec(
+        "Not",
+        _bool_out,
+        _bool_ref(np.logical_not),
+        elementwise_flops,
+        egg=_EGG1,
+        z3=unary(z3.Not),
+        input_dtypes=((BOOL,),),
+    )
+)
 register(
     OpSpec(
         "Cast",

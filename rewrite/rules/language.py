@@ -250,16 +250,15 @@ class Rewrite:
     guards: tuple[Expr, ...] = field(default_factory=tuple)
 
     def to(self, *args: Term | Expr | bool | float) -> Rewrite:
-        """The right sides (terms; a bare number is a constant) and the conditions."""
-        from rewrite.rules.literals import desugar
-
+        """The right sides (terms; a bare number is a constant) and the conditions (numbers
+        become variables with conditions when the rule is made: `rules.literals.desugar`)."""
         rhs = tuple(term(a) for a in args if isinstance(a, Term) or type(a) in (int, float))
         guards = tuple(a for a in args if isinstance(a, Expr))
         if len(rhs) != len(self.lhs):
             raise TypeError(
                 f"rewrite has {len(self.lhs)} left side(s) but {len(rhs)} right side(s)"
             )
-        return desugar(Rewrite(self.lhs, rhs, guards))
+        return Rewrite(self.lhs, rhs, guards)
 
     def __repr__(self) -> str:
         sides = ", ".join(f"{show(a)} = {show(b)}" for a, b in zip(self.lhs, self.rhs, strict=True))

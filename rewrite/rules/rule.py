@@ -25,6 +25,7 @@ from typing import Any
 from rewrite.errors import RuleError
 from rewrite.rules.domain import Domain
 from rewrite.rules.language import Float, Int, Ints, Rewrite, Var
+from rewrite.rules.literals import desugar
 
 TAGS = frozenset({"bit-exact", "exact", "approximate", "portable", "ort-cpu", "ort-cuda"})
 CLASSES = ("bit-exact", "exact", "approximate")
@@ -164,6 +165,10 @@ def make_rule(f: Callable[..., Any], tags: Iterable[str] = ()) -> Rule:
     rewrites = (body,) if isinstance(body, Rewrite) else tuple(body or ())
     if not rewrites or not all(isinstance(r, Rewrite) for r in rewrites):
         raise RuleError(f"{where}: a rule returns rewrite(lhs).to(rhs, ...) or a list of them")
+    try:
+        rewrites = tuple(desugar(rw) for rw in rewrites)
+    except RuleError as e:
+        raise RuleError(f"{where}: {e}") from e
     for rw in rewrites:
         if not rw.rhs:
             raise RuleError(f"{where}: rewrite(...) has no .to(...)")

@@ -51,7 +51,11 @@ def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) 
             else:
                 ins.append(next(kids))
         out = f"t{len(nodes)}"
-        attrs = {k: _attr(v) for k, v in call.attrs.items()}
+        attrs = {  # an empty vector stands for an attribute left out (Conv's pads)
+            k: _attr(v)
+            for k, v in call.attrs.items()
+            if not (isinstance(v, list | tuple) and not v)
+        }
         nodes.append(helper.make_node(t.op, ins, [out], domain=t.domain, **attrs))
         names[t] = out
     out_t = ev.type_of(root)

@@ -109,4 +109,4 @@ def test_matmul_egg() -> None:
     spec = lookup("MatMul")
     assert spec is not None and spec.egg is not None and spec.egg.n_inputs == 2
     gemm = lookup("Gemm")
-    assert gemm is not None and gemm.egg is None
+    assert gemm is not None and gemm.egg is not None and gemm.egg.optional == 1  # C optional

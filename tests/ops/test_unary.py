@@ -116,6 +116,6 @@ def test_egg_signatures() -> None:
     cast = lookup("Cast")
     assert cast is not None and cast.egg is not None
     assert cast.egg.attrs == (("to", "i64", None),)
-    for op in ["Abs", "Log", "Floor", "IsNaN", "CastLike"]:
+    for op in ["CastLike", "Tan", "Sinh"]:
         spec = lookup(op)
         assert spec is not None and spec.egg is None, op

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from rewrite import stages
+from rewrite import acceptance, stages
 from rewrite.limits import peak_rss_mb
 from rewrite.pipeline import Options, optimize
 from rewrite.verify import differential
@@ -111,7 +111,7 @@ def test_released_input_is_read_again_for_a_fallback(
         def broken(*args: object) -> None:
             raise RuntimeError("no check today")
 
-        monkeypatch.setattr(stages, "_differential", broken)
+        monkeypatch.setattr(acceptance, "differential_check", broken)
     src, dst = write(cleanable(), tmp_path), tmp_path / "out.onnx"
     report = optimize(src, dst, Options(isolate=False))
     assert report.status == ("optimized" if verifies else "fallback"), report.warnings

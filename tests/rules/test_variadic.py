@@ -29,6 +29,12 @@ def concat3_as_pairs(a: Tensor, b: Tensor, c: Tensor) -> Rewrite:
     return rewrite(op.Concat(a, b, c, axis=0)).to(op.Concat(op.Concat(a, b, axis=0), c, axis=0))
 
 
+@RS.rule
+def sum3_as_adds(a: Tensor, b: Tensor, c: Tensor) -> Rewrite:
+    """Sum(a, b, c) = (a + b) + c"""
+    return rewrite(op.Sum(a, b, c)).to((a + b) + c)
+
+
 def concat3() -> onnx.ModelProto:
     return model(
         [
@@ -53,6 +59,7 @@ def test_each_arity_is_its_own_constructor() -> None:
 
 def test_a_three_input_rule_is_proved_and_fires(tmp_path: Path) -> None:
     assert prove(RS.rules[0]).status == PROVED
+    assert prove(RS.rules[1]).status == PROVED
     enc = encoded(concat3(), tmp_path)
     assert enc.opaque_nodes == 0
     stats = saturate(enc, [RS], Limits(iterations=2))

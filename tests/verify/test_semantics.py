@@ -37,7 +37,9 @@ class OpCase:
     values: dict[str, Any] = field(default_factory=dict)
     domain: str = ""
     data: str = "normal"
-    """normal | positive | nonzero | ints"""
+    """normal | positive | nonzero | ints | bools"""
+    dtypes: tuple[int, ...] = ()
+    """Per-input dtypes where they differ (Where's bool condition); else `dtype` for all."""
 
     @property
     def id(self) -> str:
@@ -96,15 +98,62 @@ CASES = [
         values={"alpha": 0.5, "transA": 1, "transB": 0},
         domain=MS,
     ),
+    OpCase("Abs", ((2, 3),)),
+    OpCase("Abs", ((2, 3),), I64, data="ints"),
+    OpCase("Log", ((2, 3),), data="positive"),
+    OpCase("Sin", ((2, 3),)),
+    OpCase("Cos", ((2, 3),)),
+    OpCase("Floor", ((2, 3),)),
+    OpCase("Ceil", ((2, 3),)),
+    OpCase("Round", ((2, 3),)),
+    OpCase("Sign", ((2, 3),)),
+    OpCase("Sign", ((2, 3),), I64, data="ints"),
+    OpCase("IsNaN", ((2, 3),)),
+    OpCase("IsInf", ((2, 3),)),
+    OpCase("Equal", ((2, 3), (3,)), I64, data="ints"),
+    OpCase("Less", ((2, 3), (3,))),
+    OpCase("LessOrEqual", ((2, 3), (2, 1)), I64, data="ints"),
+    OpCase("Greater", ((2, 3), (2, 3))),
+    OpCase("GreaterOrEqual", ((2, 3), (3,)), I64, data="ints"),
+    OpCase("Pow", ((2, 3), (3,)), data="positive"),
+    OpCase("Pow", ((2, 3), (1,)), data="positive"),
+    OpCase("Max", ((2, 3), (3,))),
+    OpCase("Min", ((2, 3), (2, 1)), I64, data="ints"),
+    OpCase("Clip", ((2, 3), (), ())),
+    OpCase("Not", ((2, 3),), T.BOOL, data="bools"),
+    OpCase("And", ((2, 3), (3,)), T.BOOL, data="bools"),
+    OpCase("Or", ((2, 3), (2, 1)), T.BOOL, data="bools"),
+    OpCase("Xor", ((2, 3), (2, 3)), T.BOOL, data="bools"),
+    OpCase("Where", ((2, 3), (2, 3), (3,)), dtypes=(T.BOOL, F, F)),
+    OpCase("Unsqueeze", ((2, 3),), values={"axes": (0, -1)}),
+    OpCase("Squeeze", ((2, 1, 3),), values={"axes": (1,)}),
+    OpCase("Flatten", ((2, 3, 4),), values={"axis": 2}),
+    OpCase("Shape", ((2, 3, 4),), values={"start": 1}),
+    OpCase("Size", ((2, 3),)),
+    OpCase("ConstantOfShape", (), values={"input": (2, 3)}),
+    OpCase("Gather", ((8, 2), (3,)), I64, {"axis": 0}, data="ints"),
+    OpCase("Gather", ((2, 8), (2, 2)), I64, {"axis": -1}, data="ints"),
+    OpCase("Tile", ((2, 3),), values={"repeats": (2, 1)}),
+    OpCase("Conv", ((1, 2, 4, 4), (3, 2, 3, 3), (3,))),
+    OpCase("Conv", ((1, 2, 5), (2, 2, 2)), values={"pads": (1, 0), "strides": (2,)}),
+    OpCase("Gemm", ((2, 3), (4, 3), (4,)), values={"transB": 1, "alpha": 0.5}),
+    OpCase("BatchNormalization", ((2, 3, 4), (3,), (3,), (3,), (3,)), data="positive"),
+    OpCase("Pad", ((2, 3),), values={"pads": (1, 0, 0, 2), "mode": "constant"}),
+    OpCase("Pad", ((2, 3),), values={"pads": (0, 1, 1, 0), "mode": "reflect"}),
+    OpCase("AveragePool", ((1, 2, 4, 4),), values={"kernel_shape": (2, 2)}),
 ]
 
 
-def _data(case: OpCase, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+def _data(
+    case: OpCase, shape: tuple[int, ...], rng: np.random.Generator, dtype: int | None = None
+) -> np.ndarray:
+    if dtype == T.BOOL or (dtype is None and case.data == "bools"):
+        return np.asarray(rng.random(size=shape) < 0.5)
     if case.data == "ints":
         mag = rng.integers(1, 8, size=shape)
         dtype = onnx.helper.tensor_dtype_to_np_dtype(case.dtype)
         return (mag * rng.choice([-1, 1], size=shape)).astype(dtype)
-    x = rng.normal(0.0, 1.5, size=shape)
+    x = np.asarray(rng.normal(0.0, 1.5, size=shape))
     if case.data == "positive":
         x = np.abs(x) + 0.1
     elif case.data == "nonzero":
@@ -122,7 +171,11 @@ def _run_ort(case: OpCase, inputs: list[np.ndarray], call: Any, consts: dict[int
             inits.append(onnx.numpy_helper.from_array(consts[j], name))
         else:
             feeds[name] = next(kids)
-    attrs = {k: list(v) if isinstance(v, tuple | list) else v for k, v in call.attrs.items()}
+    attrs = {  # an empty vector is an attribute left out (Conv's pads)
+        k: list(v) if isinstance(v, tuple | list) else v
+        for k, v in call.attrs.items()
+        if not (isinstance(v, tuple | list) and not v)
+    }
     node = helper.make_node(case.op, names, ["out"], domain=case.domain, **attrs)
     graph_inputs = [
         helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
@@ -142,8 +195,12 @@ def test_z3_semantics_match_reference_and_ort(case: OpCase) -> None:
     spec = lookup(case.op, case.domain)
     assert spec is not None and spec.z3 is not None and spec.reference is not None
     rng = np.random.default_rng(7)
-    inputs = [_data(case, s, rng) for s in case.shapes]
-    types = [TensorType(case.dtype, s) for s in case.shapes]
+    dts = case.dtypes or (case.dtype,) * len(case.shapes)
+    inputs = [
+        _data(case, s, rng, d if case.dtypes else None)
+        for s, d in zip(case.shapes, dts, strict=True)
+    ]
+    types = [TensorType(d, s) for s, d in zip(case.shapes, dts, strict=True)]
     values = {p.name: case.values.get(p.name, p.default) for p in params(spec)}
     call, consts = make_call(spec, types, values)
 
@@ -163,7 +220,7 @@ def test_z3_semantics_match_reference_and_ort(case: OpCase) -> None:
     ort_out = _run_ort(case, inputs, call, consts)
 
     assert got.shape == ref.shape == ort_out.shape
-    if is_int(spec.infer(call)[0].dtype):
+    if is_int(spec.infer(call)[0].dtype) or spec.infer(call)[0].dtype == T.BOOL:
         np.testing.assert_array_equal(got, ref)
         np.testing.assert_array_equal(got, ort_out)
     else:
