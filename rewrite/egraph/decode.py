@@ -160,11 +160,13 @@ class _Decoder:
         spec = lookup(node.op, node.domain)
         assert spec is not None and spec.egg is not None
         sig = spec.egg
-        attrs = []
+        given = {}
         for (aname, sort, default), val in zip(sig.attrs, node.args, strict=False):
-            if val == default:
-                continue
-            attrs.append(helper.make_attribute(aname, list(val) if sort == "VecI" else val))
+            if val != default:
+                given[aname] = list(val) if sort == "VecI" else val
+        if sig.from_egg is not None:
+            given = sig.from_egg(given)
+        attrs = [helper.make_attribute(k, v) for k, v in given.items()]
         vecs = iter(node.args[len(sig.attrs) :])
         kids = iter(node.children)
         inputs: list[str] = []

@@ -211,6 +211,10 @@ class _Encoder:
         attrs = n.attrs
         if n.op_type == "Dropout":
             attrs.pop("seed", None)  # only affects training-mode draws
+        if sig.to_egg is not None:
+            attrs = sig.to_egg(dict(attrs))
+            if attrs is None:
+                return None
         names = {a[0] for a in sig.attrs}
         if not set(attrs) <= names:
             return None

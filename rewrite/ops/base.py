@@ -168,6 +168,12 @@ class EggSig:
     arities: tuple[int, ...] = ()
     """Other tensor-input counts of a variadic op (Concat, Sum, Max, Min, Mean), each its own
     egglog constructor `<name>_<k>`; `n_inputs` is the base form's count."""
+    to_egg: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
+    """ONNX attributes -> the typed form's (None: the node does not fit and stays opaque), for
+    an attribute no egglog sort holds as it is (ConstantOfShape's one-element `value` tensor
+    as a float and a dtype)."""
+    from_egg: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """The typed form's attributes -> ONNX attributes, to write a node back."""
     optional: int = 0
     """How many of the last tensor inputs may be omitted: an omitted one is `(Absent)` in the
     term (Clip without min/max, Conv without bias), and written back as an empty name."""

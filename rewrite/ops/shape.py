@@ -44,10 +44,12 @@ from rewrite.ops.base import (
     broadcast,
     fail,
     no_flops,
+    np_dtype,
 )
 from rewrite.ops.registry import register
 
 INT64 = onnx.TensorProto.INT64
+FLOAT = onnx.TensorProto.FLOAT
 END = 2**63 - 1
 """Shape's `end` in the typed form when the attribute is absent (clamped to the rank)."""
 
@@ -117,10 +119,13 @@ def z3_size(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
 
 
 def fill_value(call: OpCall) -> np.ndarray:
-    """ConstantOfShape's one-element `value` (float32 0 when absent)."""
+    """ConstantOfShape's one-element `value` (float32 0 when absent): a tensor attribute, or
+    the typed form's float `value` and `dtype` (`constant_to_egg`)."""
     value = call.attr("value")
-    if value is None:
-        return np.zeros(1, np.float32)
+    if value is None or isinstance(value, int | float):
+        dtype = np_dtype(int(call.attr("dtype", FLOAT)))
+        with np.errstate(all="ignore"):
+            return np.array([0.0 if value is None else value]).astype(dtype)
     arr = onnx.numpy_helper.to_array(value).reshape(-1)
     if arr.size != 1:
         raise fail(call, f"value has {arr.size} elements, not one")
@@ -157,10 +162,43 @@ def z3_constant_of_shape(call: OpCall, arrays: list[np.ndarray | None]) -> list[
 
 
 def constant_of_shape_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
-    """ConstantOfShape's shape (ONNX names the input `input`): a scalar, vectors, rank 3."""
+    """ConstantOfShape's shape (ONNX names the input `input`): a scalar, vectors, rank 3; its
+    fill value 0, 1, -2 as float32, float16, int64 or bool."""
     if name == "input":
         return [(), (1,), (3,), (2, 3), (2, 1, 3)]
+    if name == "value":
+        return [0.0, 1.0, -2.0]
+    if name == "dtype":
+        return [FLOAT, onnx.TensorProto.FLOAT16, INT64, onnx.TensorProto.BOOL]
     return None
+
+
+def constant_to_egg(attrs: dict[str, Any]) -> dict[str, Any] | None:
+    """`value` (a one-element tensor) -> float `value` and `dtype`, when the float holds it
+    exactly (finite, integers below 2^53); None otherwise (the node stays opaque)."""
+    value = attrs.pop("value", None)
+    if value is None:
+        return attrs
+    if not isinstance(value, onnx.TensorProto):
+        return None
+    arr = onnx.numpy_helper.to_array(value).reshape(-1)
+    if arr.size != 1 or arr.dtype.kind not in "fiub":
+        return None
+    v = arr[0]
+    as_float = float(v)
+    if not np.isfinite(as_float) or np.array([as_float]).astype(arr.dtype)[0] != v:
+        return None
+    return {**attrs, "value": as_float, "dtype": int(value.data_type)}
+
+
+def constant_from_egg(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The typed form's `value` and `dtype` -> the one-element tensor (left out for float32 0)."""
+    out = dict(attrs)
+    value, dtype = float(out.pop("value", 0.0)), int(out.pop("dtype", FLOAT))
+    if (value, dtype) != (0.0, FLOAT):
+        arr = np.array([value]).astype(np_dtype(dtype))
+        out["value"] = onnx.numpy_helper.from_array(arr, "value")
+    return out
 
 
 def range_len(call: OpCall, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> int:
@@ -293,8 +331,14 @@ CONSTANT_OF_SHAPE = register(
         infer=infer_constant_of_shape,
         reference=ref_constant_of_shape,
         flops=no_flops,
-        # typed without `value` only (float32 zeros): a tensor attribute has no typed form
-        egg=EggSig(n_inputs=0, const_inputs=(0,)),
+        # `value` as a float and its dtype (constant_to_egg); decode writes the tensor back
+        egg=EggSig(
+            attrs=(("value", "f64", 0.0), ("dtype", "i64", FLOAT)),
+            n_inputs=0,
+            const_inputs=(0,),
+            to_egg=constant_to_egg,
+            from_egg=constant_from_egg,
+        ),
         z3=z3_constant_of_shape,
         attr_values=constant_of_shape_values,
         doc="ConstantOfShape(shape, value): a tensor of that shape filled with value's element "

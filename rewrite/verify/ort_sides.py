@@ -56,6 +56,8 @@ def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) 
             for k, v in call.attrs.items()
             if not (isinstance(v, list | tuple) and not v)
         }
+        if spec.egg is not None and spec.egg.from_egg is not None:
+            attrs = spec.egg.from_egg(attrs)
         nodes.append(helper.make_node(t.op, ins, [out], domain=t.domain, **attrs))
         names[t] = out
     out_t = ev.type_of(root)

@@ -98,9 +98,23 @@ CASES: dict[str, Case] = {
     "Shape-opset13": ([helper.make_node("Shape", ["x"], ["h0"])], [X], ["h0"], [], 13),
     "Size": ([helper.make_node("Size", ["x"], ["z0"])], [X], ["z0"], [], 17),
     "ConstantOfShape": (
-        [helper.make_node("ConstantOfShape", ["shp"], ["c0"])],
+        [
+            helper.make_node("ConstantOfShape", ["shp"], ["c0"]),
+            helper.make_node(
+                "ConstantOfShape",
+                ["shp"],
+                ["c1"],
+                value=onnx.numpy_helper.from_array(np.array([7], np.int64)),
+            ),
+            helper.make_node(
+                "ConstantOfShape",
+                ["shp"],
+                ["c2"],
+                value=onnx.numpy_helper.from_array(np.array([-0.5], np.float16)),
+            ),
+        ],
         [X],
-        ["c0"],
+        ["c0", "c1", "c2"],
         [_i64("shp", [2, 3])],
         17,
     ),
@@ -271,3 +285,16 @@ def test_attribute_values_fit_the_input_rank() -> None:
     assert (-1, 0) in values("Unsqueeze", "axes", (2, 3))
     assert values("Unsqueeze", "axes", (1,) * 6) == []
     assert all(len(r) == 3 for r in values("Tile", "repeats", (2, 1, 3)))
+
+
+def test_a_fill_value_no_float_holds_exactly_stays_opaque(tmp_path: Path) -> None:
+    big = onnx.numpy_helper.from_array(np.array([2**60 + 1], np.int64))
+    nodes = [helper.make_node("ConstantOfShape", ["shp"], ["c"], value=big)]
+    graph = helper.make_graph(
+        nodes, "g", [], [helper.make_tensor_value_info("c", 7, [2, 3])], [_i64("shp", [2, 3])]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "big.onnx"
+    onnx.save(model, path)
+    assert encode(load(path)).opaque_nodes == 1

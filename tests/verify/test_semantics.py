@@ -131,6 +131,7 @@ CASES = [
     OpCase("Shape", ((2, 3, 4),), values={"start": 1}),
     OpCase("Size", ((2, 3),)),
     OpCase("ConstantOfShape", (), values={"input": (2, 3)}),
+    OpCase("ConstantOfShape", (), values={"input": (3,), "value": -2.0, "dtype": I64}),
     OpCase("Gather", ((8, 2), (3,)), I64, {"axis": 0}, data="ints"),
     OpCase("Gather", ((2, 8), (2, 2)), I64, {"axis": -1}, data="ints"),
     OpCase("Tile", ((2, 3),), values={"repeats": (2, 1)}),
@@ -176,6 +177,9 @@ def _run_ort(case: OpCase, inputs: list[np.ndarray], call: Any, consts: dict[int
         for k, v in call.attrs.items()
         if not (isinstance(v, tuple | list) and not v)
     }
+    spec = lookup(case.op, case.domain)
+    if spec is not None and spec.egg is not None and spec.egg.from_egg is not None:
+        attrs = spec.egg.from_egg(attrs)
     node = helper.make_node(case.op, names, ["out"], domain=case.domain, **attrs)
     graph_inputs = [
         helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
