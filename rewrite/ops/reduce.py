@@ -6,6 +6,13 @@ them as size-1 dims when keepdims=1 (the default). The axes are an attribute bef
 opset. No axes (absent or empty) reduces every axis, or, with noop_with_empty_axes=1, returns
 X unchanged. The result keeps X's dtype. ArgMax / ArgMin(X) give the INT64 index of the
 first (or, with select_last_index=1, last) extremum along `axis` (default 0).
+
+Typed form: `(ArgMax axis keepdims select_last_index X)` (and ArgMin), with the Z3 semantics
+and reference of a scan as ORT's kernel does it (`_reduce_z3`: NaN wins only at element 0).
+The Reduce* ops stay opaque: ORT reduces floats in Eigen's vectorized order (4-lane packets
+whose grouping depends on the kernel path and the row's alignment), so NaN handling
+(ReduceMax/Min) and rounding and cancellation (ReduceSum/Mean/Prod/L2/SumSquare) differ from
+any sequential semantics on special values.
 """
 
 from __future__ import annotations
@@ -15,7 +22,17 @@ from collections.abc import Callable
 import numpy as np
 from onnx import TensorProto
 
-from rewrite.ops.base import FlopsFn, OpCall, OpSpec, ReferenceFn, Shape, TensorType, fail
+from rewrite.ops._reduce_z3 import z3_arg_extremum
+from rewrite.ops.base import (
+    EggSig,
+    FlopsFn,
+    OpCall,
+    OpSpec,
+    ReferenceFn,
+    Shape,
+    TensorType,
+    fail,
+)
 from rewrite.ops.registry import register
 
 Array = np.ndarray
@@ -121,24 +138,48 @@ def _arg_infer(call: OpCall) -> list[TensorType]:
     return [TensorType(TensorProto.INT64, reduced_shape(x.shape, axes, keep))]
 
 
-def _arg_ref(fn: Callable[..., Array]) -> ReferenceFn:
+def _arg_ref(largest: bool) -> ReferenceFn:
+    """The index a scan along `axis` keeps (see `_reduce_z3`): it moves to element i when
+    x_i > best (>= with select_last_index=1; < and <= for ArgMin), so NaN wins only at
+    element 0, as in ORT's kernel."""
+
     def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
         x = arrays[0]
         assert x is not None
         (axis,) = _normalize(call, (int(call.attr("axis", 0)),), x.ndim)
-        if call.attr("select_last_index", 0):
-            flipped = np.flip(x, axis=axis)
-            idx = x.shape[axis] - 1 - fn(flipped, axis=axis, keepdims=True)
-        else:
-            idx = fn(x, axis=axis, keepdims=True)
-        if not call.attr("keepdims", 1):
-            idx = np.squeeze(idx, axis=axis)
-        return [idx.astype(np.int64)]
+        ties = bool(call.attr("select_last_index", 0))
+        moved = np.moveaxis(x, axis, -1)
+        best = moved[..., 0].copy()
+        idx = np.zeros(best.shape, dtype=np.int64)
+        with np.errstate(invalid="ignore"):
+            for i in range(1, moved.shape[-1]):
+                v = moved[..., i]
+                if largest:
+                    take = v >= best if ties else v > best
+                else:
+                    take = v <= best if ties else v < best
+                best = np.where(take, v, best)
+                idx = np.where(take, i, idx)
+        if call.attr("keepdims", 1):
+            idx = np.expand_dims(idx, axis)
+        return [np.asarray(idx, dtype=np.int64)]
 
     return reference
 
 
 for _name, (_fn, _k) in _REDUCERS.items():
     register(OpSpec(_name, _reduce_infer, _reducer(_fn), _per_input_element(_k)))
-register(OpSpec("ArgMax", _arg_infer, _arg_ref(np.argmax), _per_input_element(1.0)))
-register(OpSpec("ArgMin", _arg_infer, _arg_ref(np.argmin), _per_input_element(1.0)))
+_ARG_SIG = EggSig(
+    attrs=(("axis", "i64", 0), ("keepdims", "i64", 1), ("select_last_index", "i64", 0))
+)
+for _name, _largest in (("ArgMax", True), ("ArgMin", False)):
+    register(
+        OpSpec(
+            _name,
+            _arg_infer,
+            _arg_ref(_largest),
+            _per_input_element(1.0),
+            egg=_ARG_SIG,
+            z3=z3_arg_extremum(_largest),
+        )
+    )

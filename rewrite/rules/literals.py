@@ -1,7 +1,11 @@
 """Literals in rules: constants in patterns and values compared in the constant's dtype.
 
 `rewrite(x * 0.5).to(...)`: each number on a left side (a `Const`) becomes a fresh variable
-`_k<i>` with the conditions `_k<i>.is_scalar()` and `_k<i>.value() == 0.5`; a number on a
+`_k<i>` with the conditions `_k<i>.is_scalar()`, `_k<i>.rank <= 1` (shape () or (1,): what
+exports write; the prover covers exactly those, `is_literal`), `_k<i>.value() == 0.5` and, for
+each other
+input of the op it feeds, `_k<i>.rank <= other.rank` (a one-element constant never broadcasts
+the other operand up: `x * 0.5` has x's shape); a number on a
 right side must be one of the left side's (the same variable; constants computed on the right
 are not supported yet). `c.value() == v` holds where the constant equals `v` rounded to the
 constant's own dtype (`in_dtype`): 0.7071067811865476 matches a float32 model's
@@ -17,6 +21,7 @@ import numpy as np
 
 from rewrite.errors import RuleError
 from rewrite.rules.language import (
+    Absent,
     And,
     App,
     Call,
@@ -30,6 +35,16 @@ from rewrite.rules.language import (
 )
 
 DOUBLE, FLOAT, FLOAT16, BFLOAT16 = 11, 1, 10, 16
+LITERAL_PREFIX = "_k"
+LITERAL_SHAPES: tuple[tuple[int, ...], ...] = ((), (1,))
+"""The shapes a literal's variable takes (its `rank <= 1` condition keeps the rule there)."""
+
+
+def is_literal(name: str) -> bool:
+    """Is `name` the variable `desugar` made for a number in a pattern?"""
+    return name.startswith(LITERAL_PREFIX) and name[len(LITERAL_PREFIX) :].isdigit()
+
+
 INTS = (2, 3, 4, 5, 6, 7, 12, 13)
 
 
@@ -38,15 +53,25 @@ def desugar(rw: Rewrite) -> Rewrite:
     names: dict[float, Var] = {}
     guards: list[Expr] = []
 
+    count = [0]
+
     def left(t: Term) -> Term:
         if isinstance(t, Const):
-            var = Var(f"_k{len(guards) // 2}")
+            var = Var(f"{LITERAL_PREFIX}{count[0]}")
+            count[0] += 1
             names.setdefault(t.number, var)
             guards.append(Call("is_scalar", (var,), "bool"))
+            guards.append(Cmp("<=", _rank(var), Lit(1, "int")))
             guards.append(Cmp("==", Call("value", (var,), "float"), Lit(t.number, "float")))
             return var
         if isinstance(t, App):
-            return App(t.op, t.attrs, tuple(left(i) for i in t.inputs), t.domain)
+            inputs = tuple(left(i) for i in t.inputs)
+            for i, (was, now) in enumerate(zip(t.inputs, inputs, strict=True)):
+                if isinstance(was, Const):
+                    for j, other in enumerate(inputs):
+                        if j != i and not isinstance(t.inputs[j], Const | Absent):
+                            guards.append(Cmp("<=", _rank(now), _rank(other)))
+            return App(t.op, t.attrs, inputs, t.domain)
         return t
 
     def right(t: Term) -> Term:
@@ -65,6 +90,10 @@ def desugar(rw: Rewrite) -> Rewrite:
     if not guards and not any(_has_const(t) for t in rw.rhs):
         return rw
     return Rewrite(lhs, tuple(right(t) for t in rw.rhs), (*guards, *rw.guards))
+
+
+def _rank(t: Term) -> Call:
+    return Call("rank", (t,), "int")
 
 
 def _has_const(t: Term) -> bool:

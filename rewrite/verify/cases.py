@@ -36,6 +36,7 @@ from rewrite.rules.language import (
     show,
     subterms,
 )
+from rewrite.rules.literals import LITERAL_SHAPES, is_literal
 from rewrite.rules.rule import Rule
 from rewrite.verify.bound import Bound, domain, fixed_dtypes, touches_dtype
 from rewrite.verify.evaluate import NeedsValuesError, TypeLevel, infer, params, spec_of
@@ -135,7 +136,8 @@ def cases(rule: Rule, bound: Bound) -> Iterator[Case]:
         for dtypes in dtype_sets:
             free = [d for v, d in zip(tvars, dtypes, strict=True) if v not in fixed]
             pool = bound.shapes if all(d == bound.dtypes[0] for d in free) else bound.few
-            for shapes in product(pool, repeat=len(tvars)):
+            pools = [LITERAL_SHAPES if is_literal(v) else pool for v in tvars]
+            for shapes in product(*pools):
                 tensors = {
                     v: TensorType(d, s) for v, d, s in zip(tvars, dtypes, shapes, strict=True)
                 }

@@ -142,6 +142,8 @@ CASES = [
     OpCase("Pad", ((2, 3),), values={"pads": (1, 0, 0, 2), "mode": "constant"}),
     OpCase("Pad", ((2, 3),), values={"pads": (0, 1, 1, 0), "mode": "reflect"}),
     OpCase("AveragePool", ((1, 2, 4, 4),), values={"kernel_shape": (2, 2)}),
+    OpCase("ArgMax", ((2, 3, 4),), values={"axis": 1, "keepdims": 0}),
+    OpCase("ArgMin", ((2, 3, 4),), I64, {"axis": -1, "select_last_index": 1}, data="ints"),
 ]
 
 

@@ -1,0 +1,127 @@
+"""`examples/perf_rules.py`: each rule proved and firing on a model where its pattern occurs;
+`examples/refused_rules.py`: each refused with a counterexample ORT reproduces."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper as h
+
+from rewrite.rules import RuleSet
+from rewrite.rules.saturate import Limits, saturate
+from rewrite.verify.bound import rule_domain
+from rewrite.verify.gate import verify_rules
+from rewrite.verify.prove import PROVED, prove
+from tests.egraph.models import model, vi
+from tests.rules.test_saturate import encoded
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _module(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+PERF: RuleSet = _module("perf_rules").PERF
+REFUSED: RuleSet = _module("refused_rules").REFUSED
+FAST_PROOFS = ["matmul_bias_as_gemm", "transpose_after_relu", "transpose_of_sum"]
+FAST_PROOFS += ["transpose_reshape_round_trip"]
+
+
+def _rule(rs: RuleSet, name: str):  # type: ignore[no-untyped-def]
+    return next(r for r in rs if r.name == name)
+
+
+def _w(name: str, shape: tuple[int, ...], seed: int) -> onnx.TensorProto:
+    arr = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return onnx.numpy_helper.from_array(arr, name)
+
+
+def _models() -> dict[str, onnx.ModelProto]:
+    tr = [1, 0]
+    return {
+        "matmul_bias_as_gemm": model(
+            [h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Add", ["m", "b"], ["y"])],
+            [vi("x", [4, 3])],
+            [vi("y", [4, 5])],
+            inits=[_w("w", (3, 5), 0), _w("b", (5,), 1)],
+        ),
+        "transpose_after_relu": model(
+            [h.make_node("Transpose", ["x"], ["t"], perm=tr), h.make_node("Relu", ["t"], ["y"])],
+            [vi("x", [4, 3])],
+            [vi("y", [3, 4])],
+        ),
+        "transpose_of_sum": model(
+            [
+                h.make_node("Transpose", ["a"], ["ta"], perm=tr),
+                h.make_node("Transpose", ["b"], ["tb"], perm=tr),
+                h.make_node("Add", ["ta", "tb"], ["y"]),
+            ],
+            [vi("a", [4, 3]), vi("b", [4, 3])],
+            [vi("y", [3, 4])],
+        ),
+        "merge_three_matmuls": model(
+            [
+                h.make_node("MatMul", ["x", "wq"], ["q"]),
+                h.make_node("MatMul", ["x", "wk"], ["k"]),
+                h.make_node("MatMul", ["x", "wv"], ["v"]),
+                h.make_node("Concat", ["q", "k", "v"], ["y"], axis=-1),
+            ],
+            [vi("x", [4, 3])],
+            [vi("y", [4, 15])],
+            inits=[_w("wq", (3, 5), 2), _w("wk", (3, 5), 3), _w("wv", (3, 5), 4)],
+        ),
+        "transpose_reshape_round_trip": model(
+            [
+                h.make_node("Transpose", ["x"], ["t1"], perm=tr),
+                h.make_node("Transpose", ["t1"], ["t2"], perm=tr),
+                h.make_node("Reshape", ["t2", "s"], ["y"]),
+            ],
+            [vi("x", [4, 3])],
+            [vi("y", [12])],
+            inits=[onnx.numpy_helper.from_array(np.array([12], np.int64), "s")],
+        ),
+    }
+
+
+def test_every_perf_rule_has_a_model() -> None:
+    assert sorted(_models()) == sorted(r.name for r in PERF)
+
+
+@pytest.mark.parametrize("name", FAST_PROOFS)
+def test_perf_rule_is_proved(name: str) -> None:
+    result = prove(_rule(PERF, name))
+    assert result.status == PROVED, result.reason or result.counterexample
+
+
+@pytest.mark.slow
+def test_the_qkv_merge_is_proved() -> None:
+    assert prove(_rule(PERF, "merge_three_matmuls")).status == PROVED
+
+
+@pytest.mark.parametrize("name", sorted(_models()))
+def test_perf_rule_fires_inside_its_proved_domain(name: str, tmp_path: Path) -> None:
+    rule = _rule(PERF, name)
+    only = RuleSet("one", [replace(rule, domain=rule_domain(rule))])
+    stats = saturate(encoded(_models()[name], tmp_path), [only], Limits(iterations=3))
+    assert stats.refused == [] and stats.matches[name] > 0
+
+
+@pytest.mark.slow
+def test_refused_rules_are_refused_with_a_counterexample_ort_reproduces() -> None:
+    results = verify_rules(REFUSED.rules, cache=False)
+    for res in results:
+        assert res.status == "refuted", res.message()
+        assert "ORT" in res.counterexample_line or "sampled in ORT" in res.reason + (
+            res.counterexample_line
+        ), res.message()
