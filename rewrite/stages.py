@@ -115,31 +115,22 @@ def optimize_job(
             nodes_after = optimized.op_counts() if saved and optimized is not None else {}
             verified = saved and checked(src, staged, opts, report, clock)
         faster = verified and (not opts.measure or measured(src, staged, opts, report, clock))
-        if verified and not faster:  # --measure: not faster beyond noise
-            clear(staged.parent)
-            if release:
-                with clock.stage("load"):
-                    graph = _load(src, stat)
-            with clock.stage("save"):
-                saver.save_input(graph)
-            report.status = STATUS_NOT_FASTER
-            report.nodes_after = graph.op_counts()
-            report.rule_effects = {}
-        elif verified:
+        if verified and faster:
             report.status = STATUS_OPTIMIZED
             report.nodes_after = nodes_after
-        else:
-            clear(staged.parent)
-            if saved and release:  # freed above: read the input again
-                with clock.stage("load"):
-                    graph = _load(src, stat)
-            with clock.stage("save"):
-                saver.save_input(graph)
-            report.status = STATUS_FALLBACK
-            report.nodes_after = graph.op_counts()
-            report.cost_after_us = report.cost_before_us
-            report.cost_by_op = {op: [b, b] for op, (b, _) in report.cost_by_op.items()}
-            report.rule_effects = {}  # the input graph was written: no rule made it in
+            return JobResult(report, None, peak_rss_mb())
+        clear(staged.parent)
+        if saved and release:  # freed above: read the input again
+            with clock.stage("load"):
+                graph = _load(src, stat)
+        with clock.stage("save"):
+            saver.save_input(graph)
+        # the input graph was written: its counts and costs, and no rule made it in
+        report.status = STATUS_NOT_FASTER if verified else STATUS_FALLBACK  # --measure: slower
+        report.nodes_after = graph.op_counts()
+        report.cost_after_us = report.cost_before_us
+        report.cost_by_op = {op: [b, b] for op, (b, _) in report.cost_by_op.items()}
+        report.rule_effects = {}
     except RewriteError as e:
         return JobResult(report, e, peak_rss_mb())
     return JobResult(report, None, peak_rss_mb())

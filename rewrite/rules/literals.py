@@ -15,6 +15,7 @@ variant per group of dtypes whose roundings of `v` agree (`value_variants`).
 
 from __future__ import annotations
 
+import math
 import struct
 
 import numpy as np
@@ -101,7 +102,16 @@ def _has_const(t: Term) -> bool:
 
 
 def in_dtype(v: float, dtype: int) -> float | None:
-    """`v` as a constant of ONNX `dtype` holds it (None: no value of that dtype equals it)."""
+    """`v` as a constant of ONNX `dtype` holds it (None: no value of that dtype equals it, as
+    when a finite `v` overflows the dtype)."""
+    with np.errstate(over="ignore"):
+        held = _rounded(v, dtype)
+    if held is not None and math.isfinite(v) and not math.isfinite(held):
+        return None
+    return held
+
+
+def _rounded(v: float, dtype: int) -> float | None:
     if dtype == DOUBLE:
         return float(v)
     if dtype == FLOAT:

@@ -5,7 +5,6 @@ proofs range over fit the input shapes."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +13,11 @@ import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type hints
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rewrite.cli import main
 from rewrite.egraph.encode import encode
 from rewrite.onnx_io import load
 from rewrite.ops.base import OpCall, TensorType
 from rewrite.ops.registry import lookup
+from tests.ops.roundtrip import round_trip
 
 F = TensorProto.FLOAT
 TYPED = ("Conv", "Gemm", "BatchNormalization", "Pad", "AveragePool")
@@ -143,16 +142,8 @@ def test_optimize_round_trips_the_typed_ops_and_ort_agrees(tmp_path: Path) -> No
     nodes = [n for ns, _ in CASES.values() for n in ns]
     inits = [t for _, ts in CASES.values() for t in ts]
     model = _model(nodes, inits)
-    src, dst, rep = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
-    onnx.save(model, src)
-    argv = [str(src), str(dst), "--no-rules", "--no-fold", "--no-isolate", "-q"]
-    assert main(["optimize", *argv, "--extractor", "greedy", "--report", str(rep)]) == 0
-    report = json.loads(rep.read_text())
-    assert report["status"] == "optimized"
-    assert report["egraph"]["opaque_nodes"] == 0
-    out = onnx.load(dst)
-    onnx.checker.check_model(out, full_check=True)
-    assert sorted(n.op_type for n in out.graph.node) == sorted(n.op_type for n in nodes)
+    out = round_trip(model, tmp_path)
+    dst = tmp_path / "out.onnx"
     conv = next(n for n in out.graph.node if n.output[0] == "c1")
     assert not conv.attribute and list(conv.input)[:2] == ["x", "w"]  # defaults stay omitted
     feeds = _feeds(model)

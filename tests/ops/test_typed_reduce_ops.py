@@ -5,7 +5,6 @@ pools whose float semantics ORT's kernels make order- or path-dependent stay opa
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +13,11 @@ import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type hints
 import pytest
 from onnx import TensorProto, helper
 
-from rewrite.cli import main
 from rewrite.egraph.encode import encode
 from rewrite.onnx_io import load
 from rewrite.ops.base import OpCall, TensorType
 from rewrite.ops.registry import lookup
+from tests.ops.roundtrip import round_trip
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 TYPED = ("ArgMax", "ArgMin")
@@ -73,16 +72,8 @@ def test_the_model_encodes_with_no_opaque_node(tmp_path: Path) -> None:
 
 def test_optimize_round_trips_the_typed_ops_and_ort_agrees(tmp_path: Path) -> None:
     model = _model(NODES)
-    src, dst, rep = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
-    onnx.save(model, src)
-    argv = [str(src), str(dst), "--no-rules", "--no-fold", "--no-isolate", "-q"]
-    assert main(["optimize", *argv, "--extractor", "greedy", "--report", str(rep)]) == 0
-    report = json.loads(rep.read_text())
-    assert report["status"] == "optimized"
-    assert report["egraph"]["opaque_nodes"] == 0
-    out = onnx.load(dst)
-    onnx.checker.check_model(out, full_check=True)
-    assert sorted(n.op_type for n in out.graph.node) == sorted(n.op_type for n in NODES)
+    out = round_trip(model, tmp_path)
+    dst = tmp_path / "out.onnx"
     first = next(n for n in out.graph.node if n.output[0] == "a0")
     assert not first.attribute  # defaults stay omitted
     feeds = _feeds(model)

@@ -59,6 +59,7 @@ def test_values_compare_in_the_constants_dtype() -> None:
     assert in_dtype(0.1, T.FLOAT) == float(np.float32(0.1)) != 0.1
     assert in_dtype(0.1, T.FLOAT16) == float(np.float16(0.1))
     assert in_dtype(0.5, T.INT64) is None and in_dtype(3.0, T.INT64) == 3.0
+    assert in_dtype(65536.0, T.FLOAT16) is None  # overflows float16: no such constant
     assert value_variants(0.5) == [(None, 0.5)]  # exact in every float type: one variant
     groups = dict((v, d) for d, v in value_variants(0.1))
     assert T.FLOAT in groups[float(np.float32(0.1))]

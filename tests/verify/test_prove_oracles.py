@@ -266,3 +266,12 @@ def test_a_case_is_named_by_every_variable() -> None:
 
     case = next(c for c in cases(_rule("exp_neg_and_relu"), DEFAULT_BOUND))
     assert _where(case) == "x: float32[1], y: float32[1]"
+
+
+def test_an_undefined_right_side_names_its_rewrite() -> None:
+    from tests.verify.wrong_rules import WRONG
+
+    rule = next(r for r in WRONG if r.name == "bias_gelu_any_bias")
+    cx = prove(rule).counterexample
+    assert cx is not None and cx.why.startswith("the right side is not defined (")
+    assert cx.rewrite == repr(rule.rewrites[0]) and cx.lhs is None

@@ -405,6 +405,28 @@ def add_zero_bit_exact(x: Tensor, z: Tensor) -> Rewrite:
     return rewrite(x + z).to(x, z.is_zero(), z.shape == x.shape)
 
 
+@WRONG.rule
+def scale_up_down_small(x: Tensor, c: Tensor) -> Rewrite:
+    """(x · c) / c = x   for a scalar 0 < x < 40000 and c = 65536   (true in int64 and in
+    floats, where x·c < 2^32 fits; wrong in int32, where it wraps)"""
+    return rewrite((x * c) / c).to(
+        x,
+        x.is_scalar(),
+        c.is_scalar(),
+        x.rank == c.rank,
+        x.value() > 0,
+        x.value() < 40000,
+        c.value() == 65536.0,
+    )
+
+
+@WRONG.rule(tags=["bit-exact"])
+def add_zero_bit_exact_float32(x: Tensor, z: Tensor) -> Rewrite:
+    """x + 0 = x, bit-exact, for float32   (-0 + 0 is +0; a dtype condition leaves no float16
+    view: only the IEEE proof itself sees it)"""
+    return rewrite(x + z).to(x, z.is_zero(), z.shape == x.shape, x.dtype == "float32")
+
+
 CAUSES: dict[str, int] = {
     **dict.fromkeys(_ORIGINAL, 0),
     **dict.fromkeys(
@@ -427,12 +449,15 @@ CAUSES: dict[str, int] = {
             "add_sub_cancel", "mul_zero_is_zero", "matmul_reassociate_2d",
             "mul_scalars_reassociate", "exp_cancels_in_ratio", "sigmoid_cancels_in_ratio",
             "sqrt_of_square_is_abs", "relu_of_neg", "neg_of_int_quotient", "div_div_merge",
-            "square_over_self",
+            "square_over_self", "scale_up_down_small",
         ],
         3,
     ),
     **dict.fromkeys(["div_then_mul_cancel", "div_as_mul_reciprocal"], 4),
-    **dict.fromkeys(["sub_from_zero_is_neg_bit_exact", "add_zero_bit_exact"], 5),
+    **dict.fromkeys(
+        ["sub_from_zero_is_neg_bit_exact", "add_zero_bit_exact", "add_zero_bit_exact_float32"],
+        5,
+    ),
     **dict.fromkeys(["bias_gelu_any_bias", "add_as_sum_any_dtype"], 6),
     **dict.fromkeys(["exp_product", "softmax_shift"], 7),
 }  # fmt: skip
