@@ -2,8 +2,9 @@
 
 A counterexample Z3 finds with uninterpreted functions may rest on values the real functions
 never take: `float64_sides` evaluates both sides at its inputs with the real functions
-(float64), and where they agree `random_search` tries `TRIALS` seeded random inputs (all at
-once) for one where they differ.
+(float64), and `random_search` tries `TRIALS` seeded random inputs (all at once) for the one
+where they differ most (`gap`): a witness of an `exact` claim should differ beyond the float
+tolerance in ORT, not only in float64's last bits, so the prover keeps the wider of the two.
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ def float64_sides(
     return _unwrap(ls), _unwrap(rs)
 
 
+def gap(a: Any, b: Any) -> float:
+    """The largest |a - b| (0 where both are NaN or equal infinities)."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        d = np.where((x == y) | (np.isnan(x) & np.isnan(y)), 0.0, np.abs(x - y))
+    d = np.where(np.isnan(d), np.inf, d)
+    return float(d.max()) if d.size else 0.0
+
+
 def agree_in_float64(a: Any, b: Any) -> bool:
     return bool(np.all(close(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))))
 
@@ -46,7 +56,8 @@ def random_search(
     rights: list[Array],
     facts: list[Any],
 ) -> tuple[dict[str, Any], Any, Any] | None:
-    """Seeded random inputs (all `TRIALS` at once) until the sides differ in float64."""
+    """Of `TRIALS` seeded random inputs (all at once) that respect the facts, the one where the
+    sides differ most in float64 (None when they agree on all)."""
     rng = np.random.default_rng(0)
     batch: dict[str, Array] = {}
     for v, t in case.tensors.items():
@@ -62,13 +73,16 @@ def random_search(
     for f in facts:
         ok &= np.broadcast_to(np.asarray(interpret(f, env), dtype=bool), (TRIALS,))
     differ = np.zeros(TRIALS, dtype=bool)
+    width = np.zeros(TRIALS)
     for left, right in zip(lefts, rights, strict=True):
-        same = close(interpret_array(left, env), interpret_array(right, env))
-        differ |= ~same.reshape(-1, TRIALS).all(axis=0)
+        lv, rv = interpret_array(left, env), interpret_array(right, env)
+        differ |= ~close(lv, rv).reshape(-1, TRIALS).all(axis=0)
+        trial_gaps = [gap(lv[..., k], rv[..., k]) for k in range(TRIALS)]
+        width = np.maximum(width, trial_gaps)
     hits = np.flatnonzero(ok & differ)
     if not len(hits):
         return None
-    k = int(hits[0])
+    k = int(hits[np.argmax(width[hits])])
     values = {v: _typed(case, v, b[..., k]) for v, b in batch.items()}
     l64, r64 = float64_sides(inputs, values, lefts, rights)
     return values, l64, r64
