@@ -154,16 +154,16 @@ def _check_with_views(
     case at int32: integer arithmetic wraps at each width, and 32-bit queries are cheaper."""
     if not touches_dtype(case.rewrite) and any(t.dtype == INT64 for t in case.tensors.values()):
         view = retype(case, {INT64: INT32})
-        outcome = confirmed(view, check_case(view, syms, bound, mode, memo), mode)
+        outcome = confirmed(view, check_case(view, syms, bound, mode, memo))
         if isinstance(outcome, Counterexample | _Skip):
             return outcome
-        main = confirmed(case, check_case(case, syms, bound, mode, memo), mode)
+        main = confirmed(case, check_case(case, syms, bound, mode, memo))
         return main if main is not None else outcome
-    return confirmed(case, check_case(case, syms, bound, mode, memo), mode)
+    return confirmed(case, check_case(case, syms, bound, mode, memo))
 
 
 def confirmed(
-    case: Case, outcome: Counterexample | str | _Skip | None, mode: str
+    case: Case, outcome: Counterexample | str | _Skip | None
 ) -> Counterexample | str | _Skip | None:
     """A value counterexample stands only if ORT shows it (see the module docstring)."""
     if not isinstance(outcome, Counterexample) or not outcome.inputs:

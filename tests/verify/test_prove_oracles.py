@@ -3,13 +3,17 @@
 `tests/verify/test_prove.py` proves the built-in rules and refutes the wrong ones; these pin the
 paths in between: guards that are false for some cases, sides that are constants, the first
 element equal and a later one not, counterexamples that only seeded random inputs confirm, the
-bound's limits, and the exact form of a counterexample's line.
+bound's limits, the exact form of a counterexample's line, the int32 view beside the int64 case,
+right sides the semantics reject or that are undefined, and int64 inputs beyond 2^53.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
+from onnx import TensorProto
 
 from rewrite.rules import Int, Rewrite, Rule, RuleSet, Tensor, op, rewrite
 from rewrite.verify.bound import DEFAULT_BOUND, Bound
@@ -276,3 +280,122 @@ def test_an_undefined_right_side_names_its_rewrite() -> None:
     cx = prove(rule).counterexample
     assert cx is not None and cx.why.startswith("the right side is not defined (")
     assert cx.rewrite == repr(rule.rewrites[0]) and cx.lhs is None
+
+
+@RS.rule
+def abs_of_wrapped_product(x: Tensor, c: Tensor) -> Rewrite:
+    """Abs(x·c·c) = x·c·c for scalars x >= 0, c = 65536   (true in reals; at int32 x·2^32
+    wraps to 0 and it holds; at int64 it wraps to negative values and it does not)"""
+    y = (x * c) * c
+    return rewrite(op.Abs(y)).to(
+        y, x.is_scalar(), c.is_scalar(), x.rank == c.rank, x.value() >= 0, c.value() == 65536
+    )
+
+
+def test_an_int64_case_is_checked_when_its_int32_view_holds() -> None:
+    """The int32 view is checked first; that it holds says nothing about int64."""
+    result = prove(_rule("abs_of_wrapped_product"))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ"
+    assert cx.case["dtypes"] == {"x": "int64", "c": "int64"}
+    assert cx.lhs_ort is not None and cx.lhs_ort == [-v for v in cx.rhs_ort] != [0]
+
+
+def test_an_int32_view_unknown_leaves_the_rule_unknown_when_int64_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Relu's semantics given Neg's formula at int32 only: the int32 view's counterexample does
+    not reproduce in ORT (unknown), the int64 case holds; the rule stays unknown."""
+    from dataclasses import replace
+
+    from rewrite.ops import registry
+
+    relu, neg = registry.lookup("Relu"), registry.lookup("Neg")
+    assert relu is not None and neg is not None and relu.z3 and neg.z3
+    real_relu, wrong = relu.z3, neg.z3
+
+    def wrong_at_int32(call: Any, arrays: Any) -> Any:
+        int32 = call.input(0).dtype == TensorProto.INT32
+        return (wrong if int32 else real_relu)(call, arrays)
+
+    monkeypatch.setitem(registry._SPECS, relu.key, replace(relu, z3=wrong_at_int32))
+    result = prove(_rule("relu_relu"))
+    assert result.status == UNKNOWN and result.counterexample is None
+    assert "for x: int32[" in result.reason
+    assert result.reason.endswith("): the semantics differ from ORT's here")
+
+
+@RS.rule
+def abs_as_sqrt_of_square(x: Tensor) -> Rewrite:
+    """Abs(x) = Sqrt(x·x)   (the right side types for integers, but Sqrt has no integer form:
+    the semantics reject it)"""
+    return rewrite(op.Abs(x)).to(op.Sqrt(x * x))
+
+
+def test_a_right_side_the_semantics_reject_names_its_rewrite() -> None:
+    rule = _rule("abs_as_sqrt_of_square")
+    cx = prove(rule, Bound(dtypes=(TensorProto.INT64,))).counterexample
+    assert cx is not None and cx.rewrite == "Abs(x) = Sqrt(Mul(x, x))" == repr(rule.rewrites[0])
+    assert cx.why.startswith("the right side is not defined (Sqrt: defined for floating dtypes")
+    assert cx.lhs is None and not cx.inputs
+
+
+@RS.rule
+def mul_zero_through_quotient(x: Tensor, c: Tensor) -> Rewrite:
+    """x·c = (x/x)·c for c zero   (the sides are the same term, 0, but the right side divides
+    by x: undefined for integers at x = 0)"""
+    return rewrite(x * c).to((x / x) * c, c.is_zero(), (x * c).shape == x.shape)
+
+
+def test_a_right_side_undefined_where_the_sides_are_the_same_term_is_refuted() -> None:
+    """The sides simplify to one term (no element to compare), but the right side's
+    definedness is still asked; ORT is not asked to run it (integer division by zero)."""
+    result = prove(_rule("mul_zero_through_quotient"), Bound(dtypes=(TensorProto.INT64,)))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why.startswith(
+        "the right side is undefined where the left side is not"
+    )
+    assert cx.inputs is not None and cx.inputs["x"] == [0]
+    assert (cx.lhs, cx.rhs, cx.lhs_ort, cx.rhs_ort) == (None, None, None, None)
+
+
+@RS.rule
+def mul_as_scaled_quotient(x: Tensor, c: Tensor) -> Rewrite:
+    """x·c = (x·c·c)/c for a scalar c = 65536   (true in reals; the right side is defined
+    everywhere, c != 0, but x·c·c wraps in integers)"""
+    y = x * c
+    return rewrite(y).to(
+        (y * c) / c, c.is_scalar(), c.value() == 65536, y.shape == x.shape, x.rank == c.rank
+    )
+
+
+def test_a_right_side_defined_where_the_sides_differ_is_a_value_counterexample() -> None:
+    result = prove(_rule("mul_as_scaled_quotient"))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ"
+    assert cx.lhs_ort is not None and cx.lhs_ort != cx.rhs_ort
+
+
+@RS.rule
+def max_with_successor(x: Tensor, c: Tensor) -> Rewrite:
+    """Max(x, x + c) = x + c for int64 x and c = 1   (wrong only at x = 2^63 - 1, where x + 1
+    wraps: an input a float64 does not hold; the dtype condition leaves no int32 view, which
+    would refute it first at 2^31 - 1)"""
+    y = x + c
+    return rewrite(op.Max(x, y)).to(
+        y, x.dtype == TensorProto.INT64, c.is_scalar(), c.value() == 1, y.shape == x.shape
+    )
+
+
+def test_an_int64_counterexample_beyond_2_53_is_run_exactly() -> None:
+    """Z3's inputs reach ORT as integers: 2^63 - 1 read as a float would be 2^63, which wraps
+    to -2^63, where the sides agree (the counterexample would not reproduce)."""
+    result = prove(_rule("max_with_successor"))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ"  # not the float check's
+    assert cx.inputs == {"x": [2**63 - 1], "c": [1]}
+    assert (cx.lhs_ort, cx.rhs_ort) == ([2**63 - 1], [-(2**63)])
