@@ -67,6 +67,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         allow_approximate=args.allow_approximate,
         measure=args.measure,
         measure_threads=args.measure_threads,
+        precision=args.precision,
+        max_error=args.max_error,
+        metric=args.metric,
+        calibration=tuple(args.calibration or ()),
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -186,6 +190,34 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="intra-op threads for --measure (default 1)",
+    )
+    o.add_argument(
+        "--precision",
+        choices=("exact", "auto"),
+        default="exact",
+        help="exact (default): every rewrite is exact; auto: lower ops to int8 where the "
+        "measured error stays within --max-error and the result is measured faster",
+    )
+    o.add_argument(
+        "--max-error",
+        type=float,
+        metavar="E",
+        help="--precision auto: the error budget per output, in --metric",
+    )
+    o.add_argument(
+        "--metric",
+        choices=("maxrel", "cosine", "top1"),
+        default="maxrel",
+        help="--precision auto: maxrel = max|diff| / max|reference| (default), cosine = 1 - "
+        "cosine similarity, top1 = fraction of rows whose argmax changed",
+    )
+    o.add_argument(
+        "--calibration",
+        action="append",
+        metavar="NPZ",
+        help="--precision auto: a representative feed set (.npz, the --inputs format); "
+        "repeatable; every other one is held back for the final check (default: seeded "
+        "random inputs, and the report says so)",
     )
     o.add_argument(
         "--ruleset",

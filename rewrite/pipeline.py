@@ -39,6 +39,7 @@ from rewrite.limits import (
     hard_memory_mb,
     peak_rss_mb,
 )
+from rewrite.onnx_io.feeds import load_inputs
 from rewrite.publish import clear, rename_into_place, staging
 from rewrite.report import Report
 
@@ -88,6 +89,19 @@ class Options:
     """Time input and output in ORT after verification; keep the output only if it is faster
     beyond noise (`rewrite.measure`)."""
     measure_threads: int = 1
+    precision: str = "exact"
+    """"exact" (every rewrite exact) or "auto": lower the precision of ops where the error
+    stays within `max_error` (`rewrite.lowering`, `rewrite.precision`)."""
+    max_error: float | None = None
+    """The error budget of `precision="auto"`, per output, in `metric`."""
+    metric: str = "maxrel"
+    """maxrel (max |Δ| / max |reference|), cosine (1 - cosine similarity) or top1 (fraction
+    of rows whose argmax changed)."""
+    calibration: tuple[str, ...] = ()
+    """.npz feed sets (the `inputs` format) to calibrate and check the lowered model on;
+    empty = seeded random ones."""
+    precision_time_limit: float = 300.0
+    """Seconds for measuring sensitivities; ops not measured by then stay exact."""
 
 
 def default_rulesets() -> list[RuleSet]:
@@ -112,10 +126,13 @@ def optimize(
     report = Report(str(src), str(dst))
     report.options = _options_json(opts)
     _check_paths(src, dst)
+    _check_precision(src, opts)
     stat = _stat(src)
     kill_at = None
     if deadline.seconds is not None:
         kill_at = deadline.at + TIME_GRACE * deadline.seconds
+        if opts.precision == "auto":  # the pass runs after the check, on its own limit
+            kill_at += opts.precision_time_limit + PRECISION_EXTRA_S
     t = time.monotonic()
     with staging(dst) as tmpdir:
         staged = tmpdir / dst.name
@@ -200,6 +217,7 @@ def _merge(report: Report, result: JobResult) -> None:
         "folded",
         "verification",
         "measured",
+        "precision",
         "rules_refused",
         "rules_verified",
         "rule_effects",
@@ -267,6 +285,33 @@ def _check_paths(src: Path, dst: Path) -> None:
         raise ModelError(f"{dst}: the output folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ModelError(f"{dst}: the output folder {folder} is not writable")
+
+
+PRECISION_EXTRA_S = 180.0
+"""What the precision pass may take beyond its sensitivities: kernel timings, end-to-end
+checks, the final measurement."""
+
+
+def _check_precision(src: Path, opts: Options) -> None:
+    """RewriteError unless the precision options make sense together and every calibration
+    file fits the model (`feeds.load_inputs` names the file and the input at fault)."""
+    from rewrite.precision.metrics import METRICS
+
+    if opts.precision not in ("exact", "auto"):
+        raise RewriteError(f"--precision must be exact or auto, not {opts.precision!r}")
+    if opts.metric not in METRICS:
+        raise RewriteError(f"--metric must be one of {', '.join(METRICS)}, not {opts.metric!r}")
+    if opts.precision == "exact":
+        if opts.max_error is not None or opts.calibration:
+            raise RewriteError(
+                "--max-error and --calibration need --precision auto (without it every "
+                "rewrite stays exact)"
+            )
+        return
+    if opts.max_error is None or not opts.max_error > 0:
+        raise RewriteError("--precision auto needs --max-error E with E > 0 (the error budget)")
+    for path in opts.calibration:
+        load_inputs(path, str(src))
 
 
 def _options_json(opts: Options) -> dict[str, object]:

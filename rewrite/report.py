@@ -42,6 +42,10 @@ class Report:
     verification: dict[str, Any] = field(default_factory=dict)
     measured: dict[str, Any] = field(default_factory=dict)
     """`--measure`: latencies of input and output in ORT, speedup, noise floor, rounds."""
+    precision: dict[str, Any] = field(default_factory=dict)
+    """`--precision auto`: budget, metric, inputs, candidates, the ops lowered (each with its
+    measured sensitivity and kernel times), the error per output on the calibration and the
+    held-back inputs, the rounds, the measured speedup (`rewrite.precision.lower`)."""
     warnings: list[str] = field(default_factory=list)
     rules_verified: list[dict[str, Any]] = field(default_factory=list)
     """Rules used, each with how it was verified (status, bound, cases, cached, sampled error)."""
@@ -140,6 +144,7 @@ class Report:
                 f"({m['speedup']:.3f}x, noise ±{100 * m['noise']:.1f}%, {m['rounds']} rounds, "
                 f"{m['threads']} thread(s), {m['provider']}); {kept}"
             )
+        lines += self._precision_lines()
         for n in self.notes:
             lines.append(f"  note       {n}")
         for w in self.warnings:
@@ -148,6 +153,33 @@ class Report:
         stages = " ".join(f"{k} {v:.2f}" for k, v in self.stages.items())
         lines.append(f"  time       {total:.2f} s ({stages})")
         return "\n".join(lines)
+
+    def _precision_lines(self) -> list[str]:
+        """`precision`: the pass's result, error per output (calibration / held back) against
+        the budget, and the lowered model's measured speedup."""
+        p = self.precision
+        if not p:
+            return []
+        out = [f"  precision  {p.get('result', '')} ({p.get('metric')} <= {p.get('max_error')})"]
+        err = p.get("error")
+        if err:
+            held = err.get("held_back", {})
+            out.append(
+                "  error      "
+                + ", ".join(
+                    f"{k} {v:.3g} / {held.get(k, float('nan')):.3g} held back"
+                    for k, v in err.get("calibration", {}).items()
+                )
+            )
+        if p.get("inputs"):
+            out.append(f"  calibrated {p['inputs']}")
+        m = p.get("measured")
+        if m:
+            out.append(
+                f"  lowered    {m['input_ms']:.2f} ms -> {m['output_ms']:.2f} ms "
+                f"({m['speedup']:.3f}x, noise ±{100 * m['noise']:.1f}%)"
+            )
+        return out
 
     def _rule_lines(self) -> list[str]:
         """`rules`: the rules the written graph owes nodes to, with the nodes they created (+)

@@ -31,6 +31,7 @@ LAYERS = {
     "rewrite.rules": MIDDLE,
     "rewrite.extract": MIDDLE,
     "rewrite.verify": MIDDLE,
+    "rewrite.precision": MIDDLE,
     "rulesets": MIDDLE,  # built-in rule files: written as a user writes one, over rewrite.rules
     "rewrite.cli": CLI,
 }

@@ -1,0 +1,216 @@
+"""Low-precision forms: approximate rewrites, where each applies, and its error model.
+
+`int8_dynamic` (tags: approximate, ort-cpu, ort-cuda):
+
+    MatMul(A, W)            ≈ DynamicQuantizeMatMul(A, q(W), s(W))
+    Gemm(A, W, b)           ≈ DynamicQuantizeMatMul(A, q(Wᵀ if transB else W), s(·), ·, b)
+
+with W a constant float32 matrix (K, N): per output column j, s_j = max_i |W_ij| / 127 and
+q(W)_ij = clip(round(W_ij / s_j), -127, 127) as int8 (symmetric, zero point 0); ORT quantizes
+A per tensor to uint8 at run time. Error model: the weight error is at most s_j / 2 per
+element and A's at most (max A - min A) / 510, so
+|ΔY_ij| ≤ Σ_k (|A_ik| s_j / 2 + |W_kj| (max A - min A) / 510): an estimate the pass does not
+trust; each candidate's error is measured (`sensitivity.py`). Gemm qualifies with alpha = beta
+= 1, transA = 0, A of rank 2 and b absent or of shape (N,).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+MS = "com.microsoft"
+FORM = "int8_dynamic"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One op that has a low-precision form: the node (by name), its form and its sizes."""
+
+    index: int
+    """Position in the main graph's node list."""
+    node: str
+    """The node's name (`#index` when it has none)."""
+    op: str
+    form: str
+    activation: str
+    """The value name of A."""
+    weight: str
+    """The initializer holding W."""
+    k: int
+    n: int
+    transposed: bool
+    """Gemm with transB = 1: W is stored (N, K)."""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "node": self.node,
+            "op": self.op,
+            "form": self.form,
+            "weight": self.weight,
+            "k": self.k,
+            "n": self.n,
+        }
+
+
+def _attrs(node: onnx.NodeProto) -> dict[str, object]:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def candidates(model: onnx.ModelProto) -> list[Candidate]:
+    """Every node of the main graph that `int8_dynamic` applies to (module docstring)."""
+    inits = {t.name: t for t in model.graph.initializer}
+    out: list[Candidate] = []
+    for index, node in enumerate(model.graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ("MatMul", "Gemm"):
+            continue
+        if len(node.input) < 2 or node.input[1] not in inits:
+            continue
+        w = inits[node.input[1]]
+        if w.data_type != onnx.TensorProto.FLOAT or len(w.dims) != 2:
+            continue
+        transposed = False
+        if node.op_type == "Gemm":
+            a = _attrs(node)
+            if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
+                continue
+            transposed = bool(a.get("transB", 0))
+            n = w.dims[0] if transposed else w.dims[1]
+            if len(node.input) > 2 and node.input[2]:
+                b = inits.get(node.input[2])
+                if b is None or list(b.dims) != [n] or b.data_type != onnx.TensorProto.FLOAT:
+                    continue
+        k, n = (w.dims[1], w.dims[0]) if transposed else (w.dims[0], w.dims[1])
+        out.append(
+            Candidate(
+                index,
+                node.name or f"#{index}",
+                node.op_type,
+                FORM,
+                node.input[0],
+                w.name,
+                k,
+                n,
+                transposed,
+            )
+        )
+    return out
+
+
+def quantize_weight(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(q, s): int8 (K, N) and float32 (N,) with w ≈ q · s per column (module docstring)."""
+    w = np.asarray(w, np.float32)
+    scale = np.max(np.abs(w), axis=0) / np.float32(127.0)
+    scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+    q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def smoothing(
+    cands: list[Candidate], model: onnx.ModelProto, amax: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Per activation, the factors s (K,) of the exact rescaling A·W = (A·diag(1/s))·(diag(s)·W)
+    that move its outlier channels into the weights before both are quantized (SmoothQuant,
+    α = 1/2): s_k = sqrt(max|A_k| / max|W_k|), W_k the k-th rows of every candidate weight
+    reading A, max|A_k| from the calibration runs (`amax`). 1 where either is 0."""
+    inits = {t.name: t for t in model.graph.initializer}
+    wmax: dict[str, np.ndarray] = {}
+    for c in cands:
+        if c.activation not in amax:
+            continue
+        w = numpy_helper.to_array(inits[c.weight])
+        rows = np.max(np.abs(w), axis=0 if c.transposed else 1)
+        prev = wmax.get(c.activation)
+        wmax[c.activation] = rows if prev is None else np.maximum(prev, rows)
+    out = {}
+    for a, wm in wmax.items():
+        am = np.asarray(amax[a], np.float64)
+        if am.shape != wm.shape:
+            continue
+        ok = (am > 0) & (wm > 0) & np.isfinite(am)
+        f = np.ones_like(am)
+        f[ok] = np.sqrt(am[ok] / wm[ok])
+        out[a] = np.clip(f, 1e-4, 1e4).astype(np.float32)
+    return out
+
+
+def lower(
+    model: onnx.ModelProto,
+    chosen: list[Candidate],
+    smooth: dict[str, np.ndarray] | None = None,
+) -> onnx.ModelProto:
+    """A copy of `model` with each chosen node in its low-precision form (weights shared by
+    several nodes are quantized once; W itself is dropped when nothing else reads it). With
+    `smooth` factors for an activation A (`smoothing`), one `Mul(A, 1/s)` feeds every lowered
+    node reading A and their weights are quantized as diag(s)·W."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    by_index = {c.index: c for c in chosen}
+    inits = {t.name: t for t in g.initializer}
+    names = {v for n in g.node for v in (*n.input, *n.output)} | set(inits)
+    made: dict[tuple[str, bool, bool], tuple[str, str]] = {}
+    scaled: dict[str, str] = {}
+    smooth = smooth or {}
+
+    def fresh(hint: str) -> str:
+        name, i = hint, 0
+        while name in names:
+            i += 1
+            name = f"{hint}_{i}"
+        names.add(name)
+        return name
+
+    nodes: list[onnx.NodeProto] = []
+    for index, node in enumerate(g.node):
+        c = by_index.get(index)
+        if c is None:
+            nodes.append(node)
+            continue
+        f = smooth.get(c.activation)
+        key = (c.weight, c.transposed, f is not None)
+        a = c.activation
+        if f is not None:
+            if a not in scaled:
+                inv, scaled[a] = fresh(f"{a}_smooth_inv"), fresh(f"{a}_smoothed")
+                g.initializer.append(numpy_helper.from_array((1 / f).astype(np.float32), inv))
+                nodes.append(helper.make_node("Mul", [a, inv], [scaled[a]], name=scaled[a]))
+            a = scaled[a]
+        if key not in made:
+            w = numpy_helper.to_array(inits[c.weight])
+            w = w.T if c.transposed else w
+            q, s = quantize_weight(w * f[:, None] if f is not None else w)
+            qn, sn = fresh(f"{c.weight}_int8"), fresh(f"{c.weight}_scale")
+            g.initializer.extend([numpy_helper.from_array(q, qn), numpy_helper.from_array(s, sn)])
+            made[key] = (qn, sn)
+        qn, sn = made[key]
+        bias = [node.input[2]] if c.op == "Gemm" and len(node.input) > 2 and node.input[2] else []
+        inputs = [a, qn, sn, *(["", *bias] if bias else [])]
+        nodes.append(
+            helper.make_node(
+                "DynamicQuantizeMatMul", inputs, list(node.output), name=node.name, domain=MS
+            )
+        )
+    del g.node[:]
+    g.node.extend(nodes)
+    used = _read_names(g) | {o.name for o in g.output}
+    keep = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    if not any(o.domain == MS for o in out.opset_import):
+        out.opset_import.append(helper.make_opsetid(MS, 1))
+    return out
+
+
+def _read_names(g: onnx.GraphProto) -> set[str]:
+    """Every value name a node of `g` or of its subgraphs reads."""
+    out: set[str] = set()
+    for n in g.node:
+        out.update(n.input)
+        for a in n.attribute:
+            for sub in (*([a.g] if a.HasField("g") else []), *a.graphs):
+                out |= _read_names(sub)
+    return out

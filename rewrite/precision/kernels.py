@@ -1,0 +1,167 @@
+"""What a low-precision form saves on the target: both forms of one op timed in ORT.
+
+For a candidate with activation shape (..., K) and weight (K, N), two one-node models, the
+exact op (`MatMul`, or `Gemm` with its bias) and its `DynamicQuantizeMatMul` form, run on the
+same random A in sessions as the model runs (ORT_ENABLE_ALL, the target's provider and
+threads), interleaved, `ROUNDS` rounds of `RUNS`; the median of each is its cost in µs. Timings
+are cached in `precision-kernels.json` under `$REWRITE_CACHE_DIR`, else `user_cache_dir()`, under a key that holds the CPU's
+ISA (AVX-512 VNNI, AVX-VNNI, AVX-512, AVX2 or other: the int8 kernels ORT picks differ), the
+ORT version, the provider and the thread count, so a table measured on one machine is never
+read on another kind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from rewrite.files import atomic_text
+from rewrite.paths import user_cache_dir
+from rewrite.precision.forms import MS, Candidate, quantize_weight
+
+ROUNDS = 5
+RUNS = 5
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+
+
+@cache
+def cpu_isa() -> str:
+    """The int8-relevant ISA of this CPU: avx512_vnni, avx_vnni, avx512, avx2 or the machine."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.machine() or "unknown"
+    for flag in ("avx512_vnni", "avx_vnni", "avx512f", "avx2"):
+        if f" {flag}" in flags:
+            return flag.replace("avx512f", "avx512")
+    return platform.machine() or "unknown"
+
+
+def table_key(target: str, threads: int) -> str:
+    import onnxruntime as ort
+
+    return f"{cpu_isa()}|ort {ort.__version__}|{PROVIDERS.get(target, target)}|{threads}t"
+
+
+def shape_key(c: Candidate, a_shape: tuple[int, ...]) -> str:
+    return f"{c.op}{'+b' if c.op == 'Gemm' else ''}|{'x'.join(map(str, a_shape))}|{c.k}x{c.n}"
+
+
+def _models(c: Candidate, a_shape: tuple[int, ...]) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((c.k, c.n)).astype(np.float32) / np.sqrt(c.k)
+    b = rng.standard_normal((c.n,)).astype(np.float32)
+    q, s = quantize_weight(w)
+    out_shape = [*a_shape[:-1], c.n]
+    a = helper.make_tensor_value_info("A", TensorProto.FLOAT, list(a_shape))
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)
+    bias = c.op == "Gemm"
+    exact_inits = [helper.make_tensor("W", TensorProto.FLOAT, w.shape, w.ravel())]
+    if bias:
+        exact_inits.append(helper.make_tensor("b", TensorProto.FLOAT, b.shape, b))
+    exact = helper.make_graph(
+        [helper.make_node(c.op, ["A", "W", *(["b"] if bias else [])], ["Y"])],
+        "exact",
+        [a],
+        [y],
+        exact_inits,
+    )
+    low_inits = [
+        helper.make_tensor("Wq", TensorProto.INT8, q.shape, q.ravel().tobytes(), raw=True),
+        helper.make_tensor("s", TensorProto.FLOAT, s.shape, s),
+    ]
+    if bias:
+        low_inits.append(helper.make_tensor("b", TensorProto.FLOAT, b.shape, b))
+    low = helper.make_graph(
+        [
+            helper.make_node(
+                "DynamicQuantizeMatMul",
+                ["A", "Wq", "s", *(["", "b"] if bias else [])],
+                ["Y"],
+                domain=MS,
+            )
+        ],
+        "low",
+        [a],
+        [y],
+        low_inits,
+    )
+    ops = [helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]
+    return helper.make_model(exact, opset_imports=ops), helper.make_model(low, opset_imports=ops)
+
+
+def time_pair(
+    c: Candidate, a_shape: tuple[int, ...], *, target: str = "cpu", threads: int = 1
+) -> tuple[float, float]:
+    """(exact µs, low-precision µs) of candidate `c` at activation shape `a_shape`."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    provider = PROVIDERS.get(target, target)
+    sessions = [
+        ort.InferenceSession(m.SerializeToString(), so, providers=[provider])
+        for m in _models(c, a_shape)
+    ]
+    feed = {"A": np.random.default_rng(1).standard_normal(a_shape).astype(np.float32)}
+    for s in sessions:
+        s.run(None, feed)
+    medians: tuple[list[float], list[float]] = ([], [])
+    for r in range(ROUNDS):
+        for k in (0, 1) if r % 2 == 0 else (1, 0):
+            times = []
+            for _ in range(RUNS):
+                t = time.perf_counter()
+                sessions[k].run(None, feed)
+                times.append(time.perf_counter() - t)
+            medians[k].append(statistics.median(times))
+    return 1e6 * statistics.median(medians[0]), 1e6 * statistics.median(medians[1])
+
+
+class KernelTable:
+    """Cached (exact µs, low µs) per candidate shape for one target (module docstring)."""
+
+    def __init__(self, target: str = "cpu", threads: int = 1, path: Path | None = None) -> None:
+        self.target, self.threads = target, threads
+        folder = Path(os.environ.get("REWRITE_CACHE_DIR") or user_cache_dir())
+        self.path = path or folder / "precision-kernels.json"
+        self.key = table_key(target, threads)
+        self.measured = 0
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        self._all: dict[str, dict[str, list[float]]] = data if isinstance(data, dict) else {}
+        self.rows = self._all.setdefault(self.key, {})
+
+    def cost(self, c: Candidate, a_shape: tuple[int, ...]) -> tuple[float, float]:
+        k = shape_key(c, a_shape)
+        row = self.rows.get(k)
+        if not (isinstance(row, list) and len(row) == 2):
+            row = list(time_pair(c, a_shape, target=self.target, threads=self.threads))
+            self.rows[k] = row
+            self.measured += 1
+        return float(row[0]), float(row[1])
+
+    def save(self) -> None:
+        """Write the table back (atomically); a cache that cannot be written is skipped."""
+        if not self.measured:
+            return
+        try:
+            os.makedirs(self.path.parent, exist_ok=True)
+            with atomic_text(self.path) as f:
+                json.dump(self._all, f, indent=1, sort_keys=True)
+        except OSError:
+            pass

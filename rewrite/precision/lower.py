@@ -1,0 +1,209 @@
+"""The precision pass: choose, lower, check end to end, tighten and repeat (bounded).
+
+`lower_model(src, exact, config)` reads the input model `src` and the verified exact output
+`exact`, and returns a `Lowered`: the low-precision model (or None: keep the exact one) and the
+report's `precision` section. Steps:
+
+1. Feed sets: the user's calibration `.npz` files (each one set, the `--inputs` format), else
+   `RANDOM_SETS` seeded random ones (the report says so). Even-numbered sets calibrate, odd
+   ones are held back; a single set serves both (the report says so).
+2. Candidates (`forms.candidates`) priced by `kernels.KernelTable` at their activations'
+   shapes on the first calibration set; those that save nothing stay exact.
+3. Sensitivities (`sensitivity.sensitivities`) on the calibration sets, against the input
+   model's outputs.
+4. `select.select` under a budget (first `max_error`); the chosen ops lowered; the result run
+   on the calibration and the held-back sets against the input model; its error is the
+   largest over outputs and sets. Errors do not add up exactly, so the budget is then scaled
+   by 0.9 · max_error / error, down when the choice exceeded `max_error`, up when it stayed
+   below 0.9 · max_error (room left), and the choice repeated, at most `MAX_ROUNDS` times or
+   until it repeats itself. The choice kept is the one that saves the most among those within
+   `max_error` end to end; when none is, the exact graph (None).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from rewrite.onnx_io.feeds import load_inputs
+from rewrite.onnx_io.inputs import make_inputs
+from rewrite.precision.forms import Candidate, candidates, lower, smoothing
+from rewrite.precision.kernels import KernelTable
+from rewrite.precision.metrics import errors
+from rewrite.precision.select import select
+from rewrite.precision.sensitivity import activation_stats, run, sensitivities
+
+RANDOM_SETS = 8
+MAX_ROUNDS = 4
+SENSITIVITY_SETS = 2
+"""Sensitivities are measured on the first calibration sets only (one session per candidate;
+the end-to-end check runs on all of them)."""
+MAX_BYTES = int(1.8e9)
+"""Models at least this large (external data) are not lowered yet."""
+
+
+@dataclass
+class Config:
+    max_error: float
+    metric: str = "maxrel"
+    calibration: tuple[str, ...] = ()
+    seed: int = 0
+    dims: dict[str, int] = field(default_factory=dict)
+    target: str = "cpu"
+    threads: int = 1
+    deadline: float | None = None
+    """`time.monotonic()` by which sensitivities stop (the rest stay exact)."""
+    kernel_table: Path | None = None
+
+
+@dataclass
+class Lowered:
+    model: onnx.ModelProto | None
+    report: dict[str, Any]
+
+
+def _rounded(d: dict[str, float]) -> dict[str, float]:
+    return {k: float(f"{v:.4g}") for k, v in d.items()}
+
+
+def feed_sets(src: Path, cfg: Config) -> tuple[list[dict], list[dict], str]:
+    """(calibration sets, held-back sets, how they were made)."""
+    if cfg.calibration:
+        sets = [dict(load_inputs(p, str(src))) for p in cfg.calibration]
+        how = f"{len(sets)} user set(s) from --calibration"
+    else:
+        dims = cfg.dims or None
+        sets = [
+            dict(make_inputs(str(src), seed=cfg.seed + 1 + i, dims=dims))
+            for i in range(RANDOM_SETS)
+        ]
+        how = f"{RANDOM_SETS} seeded random sets (no --calibration given)"
+    if len(sets) == 1:
+        return sets, sets, how + "; the one set is also the held-back set"
+    return sets[0::2], sets[1::2], how + f"; {len(sets[1::2])} held back"
+
+
+def lower_model(src: Path, exact: Path, cfg: Config) -> Lowered:
+    """The pass (module docstring)."""
+    rep: dict[str, Any] = {
+        "mode": "auto",
+        "metric": cfg.metric,
+        "max_error": cfg.max_error,
+        "target": cfg.target,
+    }
+    model = onnx.load(str(exact))
+    if model.ByteSize() >= MAX_BYTES:
+        rep["result"] = "exact: models of 1.8 GB or more are not lowered yet"
+        return Lowered(None, rep)
+    cands = candidates(model)
+    rep["candidates"] = len(cands)
+    if not cands:
+        rep["result"] = "exact: no op has a low-precision form (MatMul/Gemm with float weights)"
+        return Lowered(None, rep)
+    cal, held, how = feed_sets(src, cfg)
+    rep["inputs"] = how
+    kw = {"target": cfg.target, "threads": cfg.threads}
+    reference = onnx.load(str(src))
+    ref_cal, ref_held = run(reference, cal, **kw), run(reference, held, **kw)
+    del reference
+    t = time.perf_counter()
+    shapes, amax = activation_stats(model, cands, cal, **kw)
+    smooth = smoothing(cands, model, amax)
+    table = KernelTable(cfg.target, cfg.threads, cfg.kernel_table)
+    saving: dict[int, float] = {}
+    timed: dict[int, tuple[float, float]] = {}
+    for c in cands:
+        timed[c.index] = table.cost(c, shapes[c.activation])
+        saving[c.index] = timed[c.index][0] - timed[c.index][1]
+    table.save()
+    rep["kernels"] = {"key": table.key, "measured_now": table.measured}
+    rep["kernel_s"] = round(time.perf_counter() - t, 2)
+    t = time.perf_counter()
+    paying = [c for c in cands if saving[c.index] > 0]
+    n = SENSITIVITY_SETS
+    sens = sensitivities(
+        model, paying, cal[:n], ref_cal[:n], cfg.metric, smooth=smooth, deadline=cfg.deadline, **kw
+    )
+    rep["sensitivity_s"] = round(time.perf_counter() - t, 2)
+    rep["measured_sensitivities"] = len(sens)
+    if len(sens) < len(paying):
+        rep["warning"] = (
+            f"time limit: {len(paying) - len(sens)} candidate(s) not measured, kept exact"
+        )
+    return _choose(
+        model, cands, smooth, saving, timed, sens, (cal, ref_cal), (held, ref_held), cfg, rep
+    )
+
+
+def _choose(
+    model: onnx.ModelProto,
+    cands: list[Candidate],
+    smooth: dict[str, np.ndarray],
+    saving: dict[int, float],
+    timed: dict[int, tuple[float, float]],
+    sens: dict[int, dict[str, float]],
+    cal: tuple[list[dict], list[dict]],
+    held: tuple[list[dict], list[dict]],
+    cfg: Config,
+    rep: dict[str, Any],
+) -> Lowered:
+    by_index = {c.index: c for c in cands}
+    budget = cfg.max_error
+    rounds: list[dict[str, Any]] = []
+    rep["rounds"] = rounds
+    kw = {"target": cfg.target, "threads": cfg.threads}
+    best: tuple[float, list[Candidate], onnx.ModelProto, dict, dict] | None = None
+    seen: set[tuple[int, ...]] = set()
+    for _ in range(MAX_ROUNDS):
+        sel = select(saving, sens, budget)
+        key = tuple(sel.chosen)
+        if not sel.chosen or key in seen:
+            rounds.append({"budget": _g(budget), "chosen": len(key), "status": sel.status})
+            break
+        seen.add(key)
+        chosen = [by_index[i] for i in sel.chosen]
+        low = lower(model, chosen, smooth)
+        e_cal = errors(cfg.metric, cal[1], run(low, cal[0], **kw))
+        e_held = errors(cfg.metric, held[1], run(low, held[0], **kw))
+        worst = max([*e_cal.values(), *e_held.values()], default=0.0)
+        ok = worst <= cfg.max_error
+        rounds.append(
+            {
+                "budget": _g(budget),
+                "chosen": len(chosen),
+                "estimated_saving_us": round(sel.saving_us, 1),
+                "status": sel.status,
+                "worst_error": _g(worst),
+                "within_budget": ok,
+            }
+        )
+        if ok and (best is None or sel.saving_us > best[0]):
+            best = (sel.saving_us, chosen, low, e_cal, e_held)
+        if ok and worst > 0.9 * cfg.max_error:
+            break
+        budget *= 0.9 * cfg.max_error / max(worst, 1e-12)
+    if best is None:
+        rep["result"] = "exact: no choice stayed within the budget end to end"
+        return Lowered(None, rep)
+    _, chosen, low, e_cal, e_held = best
+    rep["changed"] = [
+        {
+            **c.to_json(),
+            "sensitivity": _rounded(sens[c.index]),
+            "exact_us": round(timed[c.index][0], 1),
+            "low_us": round(timed[c.index][1], 1),
+        }
+        for c in chosen
+    ]
+    rep["error"] = {"calibration": _rounded(e_cal), "held_back": _rounded(e_held)}
+    rep["result"] = f"lowered {len(chosen)} of {len(cands)} candidate op(s)"
+    return Lowered(low, rep)
+
+
+def _g(x: float) -> float:
+    return float(f"{x:.4g}")

@@ -1,0 +1,74 @@
+"""Which candidates to lower: a 0/1 MIP solved by HiGHS.
+
+    maximize   Σ_c saving_c · x_c
+    subject to Σ_c error_{c,o} · x_c ≤ budget   for every output o
+               x_c ∈ {0, 1}
+
+`saving_c` is the exact form's µs minus the low-precision form's (`kernels.py`); candidates
+that save nothing, or whose error alone exceeds the budget, are fixed to 0. Errors add to
+first order (each is a small perturbation of the exact output); the end-to-end check of
+`lower.py` does not rely on it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+
+from rewrite.extract.mip import quiet_highs
+
+
+@dataclass
+class Selection:
+    chosen: list[int]
+    """Node indices to lower."""
+    saving_us: float
+    status: str
+    gap: float
+
+
+def select(
+    saving: dict[int, float],
+    error: dict[int, dict[str, float]],
+    budget: float,
+    *,
+    time_limit: float = 10.0,
+) -> Selection:
+    """The candidates to lower (module docstring); `error[c][o]` is c's error on output o."""
+    cands = [
+        c
+        for c in sorted(saving)
+        if c in error
+        and saving[c] > 0
+        and all(math.isfinite(e) and e <= budget for e in error[c].values())
+    ]
+    if not cands:
+        return Selection([], 0.0, "empty", 0.0)
+    outputs = sorted({o for c in cands for o in error[c]})
+    h = quiet_highs()
+    h.setOptionValue("time_limit", float(time_limit))
+    n = len(cands)
+    inf = highspy.kHighsInf
+    h.addVars(n, np.zeros(n), np.ones(n))
+    h.changeColsIntegrality(
+        n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger)
+    )
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), -np.array([saving[c] for c in cands]))
+    for o in outputs:
+        idx = np.array([i for i, c in enumerate(cands) if error[c].get(o, 0.0) > 0], np.int32)
+        if len(idx):
+            vals = np.array([error[cands[i]][o] for i in idx], np.float64)
+            h.addRow(-inf, budget, len(idx), idx, vals)
+    h.run()
+    status = h.modelStatusToString(h.getModelStatus())
+    sol = h.getSolution()
+    if not sol.value_valid:
+        return Selection([], 0.0, status, math.inf)
+    chosen = [c for c, v in zip(cands, sol.col_value, strict=True) if v > 0.5]
+    info = h.getInfo()
+    return Selection(
+        chosen, sum(saving[c] for c in chosen), status, float(getattr(info, "mip_gap", 0.0))
+    )

@@ -1,0 +1,90 @@
+"""`precision.forms`: where int8_dynamic applies, and the lowered model in ORT."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from rewrite.precision.forms import candidates, lower, quantize_weight, smoothing
+from rewrite.precision.metrics import maxrel
+from rewrite.precision.sensitivity import activation_stats, run
+from tests.precision.models import mlp
+
+
+def test_matmul_and_gemm_with_constant_weights_are_candidates() -> None:
+    cs = candidates(mlp((16, 32, 8)))
+    assert [(c.node, c.op, c.k, c.n, c.transposed) for c in cs] == [
+        ("matmul0", "MatMul", 16, 32, False),
+        ("matmul1", "MatMul", 32, 8, False),
+    ]
+    g = candidates(mlp((16, 32, 8), gemm=True))
+    assert [(c.op, c.k, c.n, c.transposed) for c in g] == [
+        ("Gemm", 16, 32, True),
+        ("Gemm", 32, 8, True),
+    ]
+
+
+def test_ops_outside_the_form_are_not_candidates() -> None:
+    m = mlp((16, 32, 8), gemm=True)
+    m.graph.node[0].attribute.append(h.make_attribute("alpha", 0.5))
+    m.graph.input.append(h.make_tensor_value_info("wx", T.FLOAT, [32, 8]))
+    m.graph.node[2].input[1] = "wx"  # the second Gemm's weight is a graph input now
+    assert candidates(m) == []
+    d = mlp((16, 8))
+    d.graph.initializer[0].CopyFrom(nh.from_array(np.ones((16, 8), np.float64), "w0"))
+    assert candidates(d) == []  # float64 weights
+
+
+def test_quantized_weights_are_within_half_a_step_per_column() -> None:
+    w = np.random.default_rng(1).standard_normal((40, 7)).astype(np.float32)
+    w[:, 3] = 0
+    q, s = quantize_weight(w)
+    assert q.dtype == np.int8 and s.shape == (7,) and np.abs(q).max() <= 127
+    assert np.all(np.abs(w - q * s) <= s / 2 + 1e-7)
+    assert s[3] == 1 and not q[:, 3].any()
+
+
+def test_the_lowered_model_runs_in_ort_close_to_the_exact_one() -> None:
+    for gemm in (False, True):
+        m = mlp((64, 128, 64), gemm=gemm)
+        low = lower(m, candidates(m))
+        onnx.checker.check_model(low, full_check=True)
+        ops = [n.op_type for n in low.graph.node]
+        assert ops.count("DynamicQuantizeMatMul") == 2 and "MatMul" not in ops and "Gemm" not in ops
+        assert {t.name for t in low.graph.initializer}.isdisjoint({"w0", "w1"})
+        x = [{"x": np.random.default_rng(2).standard_normal((32, 64)).astype(np.float32)}]
+        err = maxrel(run(m, x)[0]["y"], run(low, x)[0]["y"])
+        assert 0 < err < 0.03
+
+
+def test_a_weight_shared_by_two_ops_is_quantized_once_and_kept_when_still_read() -> None:
+    m = mlp((32, 32, 32))
+    m.graph.node[2].input[1] = "w0"  # both MatMuls read w0; w1 is unused
+    cs = candidates(m)
+    low = lower(m, cs[:1])  # only the first lowered: w0 is still read by the second
+    names = [t.name for t in low.graph.initializer]
+    assert "w0" in names and sum(n.startswith("w0_int8") for n in names) == 1
+    both = lower(m, cs)
+    names = [t.name for t in both.graph.initializer]
+    assert "w0" not in names and sum(n.startswith("w0_int8") for n in names) == 1
+
+
+def test_smoothing_is_exact_before_rounding_and_cuts_the_error_of_outlier_channels() -> None:
+    m = mlp((64, 256), rows=64)
+    cs = candidates(m)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    x[:, 5] *= 30  # one outlier channel, as LayerNorm outputs have
+    sets = [{"x": x}]
+    _, amax = activation_stats(m, cs, sets)
+    sm = smoothing(cs, m, amax)
+    assert sm["x"].shape == (64,) and sm["x"][5] > 3 * np.median(sm["x"])
+    ref = run(m, sets)[0]["y"]
+    plain = maxrel(ref, run(lower(m, cs), sets)[0]["y"])
+    smooth_low = lower(m, cs, sm)
+    assert [n.op_type for n in smooth_low.graph.node][:2] == ["Mul", "DynamicQuantizeMatMul"]
+    smoothed = maxrel(ref, run(smooth_low, sets)[0]["y"])
+    assert smoothed < plain / 1.5

@@ -1,0 +1,74 @@
+"""`precision.lower`: the pass end to end on models built in code, in real ORT sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from rewrite.onnx_io.feeds import save_inputs
+from rewrite.precision.lower import Config, feed_sets, lower_model
+from rewrite.precision.metrics import errors
+from rewrite.precision.sensitivity import run
+from tests.precision.models import mlp
+
+
+def _saved(m: onnx.ModelProto, tmp_path: Path, name: str = "m.onnx") -> Path:
+    p = tmp_path / name
+    onnx.save(m, str(p))
+    return p
+
+
+def test_a_budget_no_op_meets_leaves_the_model_exact(tmp_path: Path) -> None:
+    src = _saved(mlp((256, 512, 256), rows=64), tmp_path)
+    got = lower_model(src, src, Config(max_error=1e-9, kernel_table=tmp_path / "k.json"))
+    assert got.model is None
+    assert got.report["result"].startswith("exact")
+    assert got.report["candidates"] == 2 and got.report["measured_sensitivities"] == 2
+
+
+def test_the_stated_error_is_what_an_independent_run_of_both_models_shows(
+    tmp_path: Path,
+) -> None:
+    src = _saved(mlp((256, 512, 512, 256), rows=64, outputs=2), tmp_path)
+    cfg = Config(max_error=0.05, kernel_table=tmp_path / "k.json")
+    got = lower_model(src, src, cfg)
+    assert got.model is not None, got.report
+    rep = got.report
+    assert len(rep["changed"]) >= 1 and rep["result"].startswith("lowered")
+    assert "seeded random" in rep["inputs"] and "4 held back" in rep["inputs"]
+    # independent: the same held-back sets, both models in fresh sessions
+    _, held, _ = feed_sets(src, cfg)
+    ref = run(onnx.load(str(src)), held)
+    out = run(got.model, held)
+    independent = errors("maxrel", ref, out)
+    assert set(independent) == {"y0", "y1"}
+    for k, v in independent.items():
+        assert v <= cfg.max_error
+        assert abs(v - rep["error"]["held_back"][k]) <= 1e-3 * v + 1e-12
+    for c in rep["changed"]:
+        assert c["form"] == "int8_dynamic" and c["low_us"] < c["exact_us"]
+        assert set(c["sensitivity"]) == {"y0", "y1"}
+
+
+def test_kernel_timings_are_cached_per_isa_ort_and_threads(tmp_path: Path) -> None:
+    src = _saved(mlp((256, 512, 256), rows=64), tmp_path)
+    cfg = Config(max_error=1e-9, kernel_table=tmp_path / "k.json")
+    first = lower_model(src, src, cfg).report["kernels"]
+    again = lower_model(src, src, cfg).report["kernels"]
+    assert first["measured_now"] == 2 and again["measured_now"] == 0
+    assert "ort " in first["key"] and first["key"].endswith("|1t")
+
+
+def test_user_calibration_sets_are_used_and_every_other_one_is_held_back(tmp_path: Path) -> None:
+    src = _saved(mlp((256, 512, 256), rows=64), tmp_path)
+    rng = np.random.default_rng(5)
+    files = []
+    for i in range(3):
+        x = rng.standard_normal((64, 256)).astype(np.float32)
+        files.append(str(save_inputs({"x": x}, tmp_path / f"c{i}.npz")))
+    cal, held, how = feed_sets(src, Config(max_error=0.1, calibration=tuple(files)))
+    assert len(cal) == 2 and len(held) == 1 and how.startswith("3 user set(s)")
+    one, same, how1 = feed_sets(src, Config(max_error=0.1, calibration=(files[0],)))
+    assert one == same and "also the held-back set" in how1

@@ -1,0 +1,37 @@
+"""`precision.select`: the HiGHS knapsack over candidates under a per-output budget."""
+
+from __future__ import annotations
+
+import itertools
+
+from rewrite.precision.select import select
+
+
+def test_the_choice_saves_the_most_within_the_budget_of_every_output() -> None:
+    saving = {1: 10.0, 2: 7.0, 3: 6.0, 4: 1.0}
+    error = {
+        1: {"a": 0.6, "b": 0.1},
+        2: {"a": 0.3, "b": 0.5},
+        3: {"a": 0.3, "b": 0.4},
+        4: {"a": 0.0, "b": 0.0},
+    }
+    sel = select(saving, error, 1.0)
+    best = max(
+        (s for r in range(5) for s in itertools.combinations(saving, r)
+         if all(sum(error[c][o] for c in s) <= 1.0 for o in "ab")),
+        key=lambda s: sum(saving[c] for c in s),
+    )  # fmt: skip
+    assert sorted(sel.chosen) == sorted(best) == [1, 2, 4]
+    assert sel.saving_us == 18.0
+
+
+def test_candidates_that_save_nothing_or_exceed_the_budget_alone_are_never_chosen() -> None:
+    saving = {1: 5.0, 2: -1.0, 3: 4.0, 4: 3.0}
+    error = {1: {"y": 2.0}, 2: {"y": 0.0}, 3: {"y": 0.1}, 4: {"y": float("inf")}}
+    assert select(saving, error, 1.0).chosen == [3]
+    empty = select({1: 5.0}, {1: {"y": 2.0}}, 1.0)
+    assert empty.chosen == [] and empty.status == "empty"
+
+
+def test_unmeasured_candidates_stay_exact() -> None:
+    assert select({1: 5.0, 2: 9.0}, {1: {"y": 0.1}}, 1.0).chosen == [1]
