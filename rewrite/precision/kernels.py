@@ -3,9 +3,9 @@
 For a candidate with activation shape (..., K) and weight (K, N), two one-node models, the
 exact op (`MatMul`, or `Gemm` with its bias) and its `DynamicQuantizeMatMul` form, run on the
 same random A in sessions as the model runs (ORT_ENABLE_ALL, the target's provider and
-threads), interleaved, `ROUNDS` rounds of `RUNS`; the median of each is its cost in µs. Timings
-are cached in `precision-kernels.json` under `$REWRITE_CACHE_DIR`, else `user_cache_dir()`, under a key that holds the CPU's
-ISA (AVX-512 VNNI, AVX-VNNI, AVX-512, AVX2 or other: the int8 kernels ORT picks differ), the
+threads), interleaved, `ROUNDS` rounds of `RUNS`; the median of each is its cost in µs.
+Timings are cached in `precision-kernels.json` in `$REWRITE_CACHE_DIR`, else
+`user_cache_dir()`, under a key that holds the CPU's ISA (AVX-512 VNNI, AVX-VNNI, AVX-512, AVX2 or other: the int8 kernels ORT picks differ), the
 ORT version, the provider and the thread count, so a table measured on one machine is never
 read on another kind.
 """

@@ -1,13 +1,15 @@
 """Which candidates to lower: a 0/1 MIP solved by HiGHS.
 
     maximize   Σ_c saving_c · x_c
-    subject to Σ_c error_{c,o} · x_c ≤ budget   for every output o
+    subject to Σ_c error_{c,o}² · x_c ≤ budget²   for every output o
                x_c ∈ {0, 1}
 
 `saving_c` is the exact form's µs minus the low-precision form's (`kernels.py`); candidates
-that save nothing, or whose error alone exceeds the budget, are fixed to 0. Errors add to
-first order (each is a small perturbation of the exact output); the end-to-end check of
-`lower.py` does not rely on it.
+that save nothing, or whose error alone exceeds the budget, are left out. Rounding errors of
+different ops are independent, so they add in variance (root-sum-square), not in magnitude:
+on distilbert's 36 MatMuls the measured sensitivities sum to 4.9e-2 while lowering all of
+them measures 1.8e-2, and their root-sum-square is 1.5e-2 (and x² = x for a 0/1 choice, so
+the constraint stays linear). The end-to-end check of `lower.py` does not rely on it.
 """
 
 from __future__ import annotations
@@ -60,14 +62,17 @@ def select(
     for o in outputs:
         idx = np.array([i for i, c in enumerate(cands) if error[c].get(o, 0.0) > 0], np.int32)
         if len(idx):
-            vals = np.array([error[cands[i]][o] for i in idx], np.float64)
-            h.addRow(-inf, budget, len(idx), idx, vals)
+            vals = np.array([error[cands[i]][o] ** 2 for i in idx], np.float64)
+            h.addRow(-inf, budget**2, len(idx), idx, vals)
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
     sol = h.getSolution()
     if not sol.value_valid:
         return Selection([], 0.0, status, math.inf)
     chosen = [c for c, v in zip(cands, sol.col_value, strict=True) if v > 0.5]
+    for o in outputs:  # never trust a status alone: the choice must meet every row
+        if sum(error[c].get(o, 0.0) ** 2 for c in chosen) > budget**2 * (1 + 1e-9):
+            return Selection([], 0.0, f"{status}: solution violates the budget", math.inf)
     info = h.getInfo()
     return Selection(
         chosen, sum(saving[c] for c in chosen), status, float(getattr(info, "mip_gap", 0.0))

@@ -8,21 +8,25 @@ from rewrite.precision.select import select
 
 
 def test_the_choice_saves_the_most_within_the_budget_of_every_output() -> None:
-    saving = {1: 10.0, 2: 7.0, 3: 6.0, 4: 1.0}
+    """Errors add in variance: sqrt(Σ e²) <= budget for each output."""
+    saving = {1: 10.0, 2: 7.0, 3: 6.0, 4: 1.0, 5: 3.0}
     error = {
-        1: {"a": 0.6, "b": 0.1},
-        2: {"a": 0.3, "b": 0.5},
-        3: {"a": 0.3, "b": 0.4},
+        1: {"a": 0.8, "b": 0.1},
+        2: {"a": 0.5, "b": 0.7},
+        3: {"a": 0.5, "b": 0.6},
         4: {"a": 0.0, "b": 0.0},
+        5: {"a": 0.1, "b": 0.75},
     }
     sel = select(saving, error, 1.0)
     best = max(
-        (s for r in range(5) for s in itertools.combinations(saving, r)
-         if all(sum(error[c][o] for c in s) <= 1.0 for o in "ab")),
+        (s for r in range(6) for s in itertools.combinations(saving, r)
+         if all(sum(error[c][o] ** 2 for c in s) <= 1.0 for o in "ab")),
         key=lambda s: sum(saving[c] for c in s),
     )  # fmt: skip
-    assert sorted(sel.chosen) == sorted(best) == [1, 2, 4]
-    assert sel.saving_us == 18.0
+    assert sorted(sel.chosen) == sorted(best) == [1, 3, 4, 5]
+    assert sel.saving_us == 20.0
+    linear = [1, 2, 4]  # the best choice were errors added in magnitude: too timid
+    assert sum(saving[c] for c in linear) < sel.saving_us
 
 
 def test_candidates_that_save_nothing_or_exceed_the_budget_alone_are_never_chosen() -> None:
