@@ -1,6 +1,10 @@
 """Low-precision forms: approximate rewrites, where each applies, and its error model.
 
-`int8_dynamic` (tags: approximate, ort-cpu, ort-cuda):
+Every form below applies to MatMul(A, W) and Gemm(A, W, b) with W a constant float32 matrix
+(Gemm with alpha = beta = 1, transA = 0, b absent or of shape (N,)); `candidates` lists each
+(op, form) pair, and the pass picks at most one form per op.
+
+`int8_dynamic`:
 
     MatMul(A, W)            ≈ DynamicQuantizeMatMul(A, q(W), s(W))
     Gemm(A, W, b)           ≈ DynamicQuantizeMatMul(A, q(Wᵀ if transB else W), s(·), ·, b)
@@ -10,12 +14,22 @@ q(W)_ij = clip(round(W_ij / s_j), -127, 127) as int8 (symmetric, zero point 0); 
 A per tensor to uint8 at run time. Error model: the weight error is at most s_j / 2 per
 element and A's at most (max A - min A) / 510, so
 |ΔY_ij| ≤ Σ_k (|A_ik| s_j / 2 + |W_kj| (max A - min A) / 510): an estimate the pass does not
-trust; each candidate's error is measured (`sensitivity.py`). Gemm qualifies with alpha = beta
-= 1, transA = 0, A of rank 2 and b absent or of shape (N,).
+trust; each candidate's error is measured (`sensitivity.py`).
+
+`int8_block`:
+
+    MatMul(A, W)            ≈ MatMulNBits(A, q₈(W), s(W); bits=8, block_size=32,
+                                          accuracy_level=4)
+
+W quantized per column in blocks of `BLOCK` rows (scale max |W| / 127, zero point 128);
+accuracy level 4 quantizes A to int8 per block of 32 at run time, so an outlier channel of A
+costs one block, not the whole tensor: more accurate than `int8_dynamic`, and ORT's kernel
+for it is fast at a few rows (decoding one token), slow at many (`kernels.py` prices both).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +37,10 @@ import onnx
 from onnx import helper, numpy_helper
 
 MS = "com.microsoft"
-FORM = "int8_dynamic"
+FORMS = ("int8_dynamic", "int8_block")
+BLOCK = 32
+Fresh = Callable[[str], str]
+"""Makes a value name unused in the graph from a hint."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,10 @@ class Candidate:
     transposed: bool
     """Gemm with transB = 1: W is stored (N, K)."""
 
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.index, self.form)
+
     def to_json(self) -> dict[str, object]:
         return {
             "node": self.node,
@@ -60,8 +81,8 @@ def _attrs(node: onnx.NodeProto) -> dict[str, object]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def candidates(model: onnx.ModelProto) -> list[Candidate]:
-    """Every node of the main graph that `int8_dynamic` applies to (module docstring)."""
+def candidates(model: onnx.ModelProto, forms: tuple[str, ...] = FORMS) -> list[Candidate]:
+    """Every (node, form) of the main graph's nodes the forms apply to (module docstring)."""
     inits = {t.name: t for t in model.graph.initializer}
     out: list[Candidate] = []
     for index, node in enumerate(model.graph.node):
@@ -84,19 +105,11 @@ def candidates(model: onnx.ModelProto) -> list[Candidate]:
                 if b is None or list(b.dims) != [n] or b.data_type != onnx.TensorProto.FLOAT:
                     continue
         k, n = (w.dims[1], w.dims[0]) if transposed else (w.dims[0], w.dims[1])
-        out.append(
-            Candidate(
-                index,
-                node.name or f"#{index}",
-                node.op_type,
-                FORM,
-                node.input[0],
-                w.name,
-                k,
-                n,
-                transposed,
+        name = node.name or f"#{index}"
+        for form in forms:
+            out.append(
+                Candidate(index, name, node.op_type, form, node.input[0], w.name, k, n, transposed)
             )
-        )
     return out
 
 
@@ -107,6 +120,53 @@ def quantize_weight(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
     q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
     return q, scale
+
+
+def quantize_blocks(w: np.ndarray, block: int = BLOCK) -> tuple[np.ndarray, np.ndarray]:
+    """(q, s) for MatMulNBits with 8 bits: q uint8 (N, K/block, block), s float32
+    (N · K/block,), w[k, n] ≈ (q[n, k // block, k % block] - 128) · s[n, k // block]."""
+    w = np.asarray(w, np.float32)
+    k, n = w.shape
+    nb = -(-k // block)
+    padded = np.zeros((nb * block, n), np.float32)
+    padded[:k] = w
+    blocks = padded.T.reshape(n, nb, block)
+    scale = np.max(np.abs(blocks), axis=-1) / np.float32(127.0)
+    scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+    q = np.clip(np.rint(blocks / scale[..., None]) + 128, 1, 255).astype(np.uint8)
+    return q, scale.reshape(-1)
+
+
+def build(
+    c: Candidate, a: str, w: np.ndarray, bias: str | None, out: str, name: str, fresh: Fresh
+) -> tuple[onnx.NodeProto, list[onnx.TensorProto]]:
+    """The node computing `out` in `c.form` from activation `a`, weight `w` (K, N, already
+    transposed and smoothed) and `bias`, with the initializers it needs."""
+    tail = ["", "", bias] if c.form == "int8_block" and bias else (["", bias] if bias else [])
+    if c.form == "int8_dynamic":
+        q, s = quantize_weight(w)
+        qn, sn = fresh(f"{c.weight}_int8"), fresh(f"{c.weight}_scale")
+        node = helper.make_node(
+            "DynamicQuantizeMatMul", [a, qn, sn, *tail], [out], name=name, domain=MS
+        )
+    elif c.form == "int8_block":
+        q, s = quantize_blocks(w)
+        qn, sn = fresh(f"{c.weight}_int8b{BLOCK}"), fresh(f"{c.weight}_scale_b{BLOCK}")
+        node = helper.make_node(
+            "MatMulNBits",
+            [a, qn, sn, *tail],
+            [out],
+            name=name,
+            domain=MS,
+            K=c.k,
+            N=c.n,
+            bits=8,
+            block_size=BLOCK,
+            accuracy_level=4,
+        )
+    else:
+        raise ValueError(f"unknown precision form {c.form!r}")
+    return node, [numpy_helper.from_array(q, qn), numpy_helper.from_array(s, sn)]
 
 
 def smoothing(
@@ -150,9 +210,11 @@ def lower(
     out.CopyFrom(model)
     g = out.graph
     by_index = {c.index: c for c in chosen}
+    if len(by_index) < len(chosen):
+        raise ValueError("two forms chosen for one op")
     inits = {t.name: t for t in g.initializer}
     names = {v for n in g.node for v in (*n.input, *n.output)} | set(inits)
-    made: dict[tuple[str, bool, bool], tuple[str, str]] = {}
+    made: dict[tuple[str, bool, bool, str], tuple[str, str]] = {}
     scaled: dict[str, str] = {}
     smooth = smooth or {}
 
@@ -171,7 +233,6 @@ def lower(
             nodes.append(node)
             continue
         f = smooth.get(c.activation)
-        key = (c.weight, c.transposed, f is not None)
         a = c.activation
         if f is not None:
             if a not in scaled:
@@ -179,21 +240,19 @@ def lower(
                 g.initializer.append(numpy_helper.from_array((1 / f).astype(np.float32), inv))
                 nodes.append(helper.make_node("Mul", [a, inv], [scaled[a]], name=scaled[a]))
             a = scaled[a]
-        if key not in made:
-            w = numpy_helper.to_array(inits[c.weight])
-            w = w.T if c.transposed else w
-            q, s = quantize_weight(w * f[:, None] if f is not None else w)
-            qn, sn = fresh(f"{c.weight}_int8"), fresh(f"{c.weight}_scale")
-            g.initializer.extend([numpy_helper.from_array(q, qn), numpy_helper.from_array(s, sn)])
-            made[key] = (qn, sn)
-        qn, sn = made[key]
-        bias = [node.input[2]] if c.op == "Gemm" and len(node.input) > 2 and node.input[2] else []
-        inputs = [a, qn, sn, *(["", *bias] if bias else [])]
-        nodes.append(
-            helper.make_node(
-                "DynamicQuantizeMatMul", inputs, list(node.output), name=node.name, domain=MS
-            )
+        bias = node.input[2] if c.op == "Gemm" and len(node.input) > 2 and node.input[2] else None
+        key = (c.weight, c.transposed, f is not None, c.form)
+        w = numpy_helper.to_array(inits[c.weight])
+        w = w.T if c.transposed else w
+        new, tensors = build(
+            c, a, w * f[:, None] if f is not None else w, bias, node.output[0], node.name, fresh
         )
+        if key in made:  # the weight is quantized once: point at the first copy
+            new.input[1], new.input[2] = made[key]
+        else:
+            g.initializer.extend(tensors)
+            made[key] = (new.input[1], new.input[2])
+        nodes.append(new)
     del g.node[:]
     g.node.extend(nodes)
     used = _read_names(g) | {o.name for o in g.output}

@@ -1,13 +1,13 @@
 """What a low-precision form saves on the target: both forms of one op timed in ORT.
 
-For a candidate with activation shape (..., K) and weight (K, N), two one-node models, the
-exact op (`MatMul`, or `Gemm` with its bias) and its `DynamicQuantizeMatMul` form, run on the
-same random A in sessions as the model runs (ORT_ENABLE_ALL, the target's provider and
-threads), interleaved, `ROUNDS` rounds of `RUNS`; the median of each is its cost in µs.
-Timings are cached in `precision-kernels.json` in `$REWRITE_CACHE_DIR`, else
-`user_cache_dir()`, under a key that holds the CPU's ISA (AVX-512 VNNI, AVX-VNNI, AVX-512, AVX2 or other: the int8 kernels ORT picks differ), the
-ORT version, the provider and the thread count, so a table measured on one machine is never
-read on another kind.
+For a candidate (op, form) with activation shape (..., K) and weight (K, N), two one-node
+models, the exact op (`MatMul`, or `Gemm` with its bias) and the form's node
+(`forms.build`), run on the same random A in sessions as the model runs (ORT_ENABLE_ALL, the
+target's provider and threads), interleaved, `ROUNDS` rounds of `RUNS`; the median of each
+is its cost in µs. Timings are cached in `precision-kernels.json` in `$REWRITE_CACHE_DIR`,
+else `user_cache_dir()`, under a key that holds the CPU's ISA (AVX-512 VNNI, AVX-VNNI,
+AVX-512, AVX2 or other: the int8 kernels ORT picks differ), the ORT version, the provider
+and the thread count, so a table measured on one machine is never read on another kind.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from onnx import TensorProto, helper
 
 from rewrite.files import atomic_text
 from rewrite.paths import user_cache_dir
-from rewrite.precision.forms import MS, Candidate, quantize_weight
+from rewrite.precision.forms import MS, Candidate, build
 
 ROUNDS = 5
 RUNS = 5
@@ -53,48 +53,28 @@ def table_key(target: str, threads: int) -> str:
 
 
 def shape_key(c: Candidate, a_shape: tuple[int, ...]) -> str:
-    return f"{c.op}{'+b' if c.op == 'Gemm' else ''}|{'x'.join(map(str, a_shape))}|{c.k}x{c.n}"
+    op = f"{c.op}{'+b' if c.op == 'Gemm' else ''}"
+    return f"{op}|{c.form}|{'x'.join(map(str, a_shape))}|{c.k}x{c.n}"
 
 
 def _models(c: Candidate, a_shape: tuple[int, ...]) -> tuple[onnx.ModelProto, onnx.ModelProto]:
     rng = np.random.default_rng(0)
     w = rng.standard_normal((c.k, c.n)).astype(np.float32) / np.sqrt(c.k)
     b = rng.standard_normal((c.n,)).astype(np.float32)
-    q, s = quantize_weight(w)
     out_shape = [*a_shape[:-1], c.n]
     a = helper.make_tensor_value_info("A", TensorProto.FLOAT, list(a_shape))
     y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)
     bias = c.op == "Gemm"
-    exact_inits = [helper.make_tensor("W", TensorProto.FLOAT, w.shape, w.ravel())]
-    if bias:
-        exact_inits.append(helper.make_tensor("b", TensorProto.FLOAT, b.shape, b))
+    b_init = [helper.make_tensor("b", TensorProto.FLOAT, b.shape, b)] if bias else []
     exact = helper.make_graph(
         [helper.make_node(c.op, ["A", "W", *(["b"] if bias else [])], ["Y"])],
         "exact",
         [a],
         [y],
-        exact_inits,
+        [helper.make_tensor("W", TensorProto.FLOAT, w.shape, w.ravel()), *b_init],
     )
-    low_inits = [
-        helper.make_tensor("Wq", TensorProto.INT8, q.shape, q.ravel().tobytes(), raw=True),
-        helper.make_tensor("s", TensorProto.FLOAT, s.shape, s),
-    ]
-    if bias:
-        low_inits.append(helper.make_tensor("b", TensorProto.FLOAT, b.shape, b))
-    low = helper.make_graph(
-        [
-            helper.make_node(
-                "DynamicQuantizeMatMul",
-                ["A", "Wq", "s", *(["", "b"] if bias else [])],
-                ["Y"],
-                domain=MS,
-            )
-        ],
-        "low",
-        [a],
-        [y],
-        low_inits,
-    )
+    node, tensors = build(c, "A", w, "b" if bias else None, "Y", "low", lambda hint: hint)
+    low = helper.make_graph([node], "low", [a], [y], [*tensors, *b_init])
     ops = [helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]
     return helper.make_model(exact, opset_imports=ops), helper.make_model(low, opset_imports=ops)
 

@@ -38,6 +38,8 @@ from rewrite.precision.metrics import errors
 from rewrite.precision.select import select
 from rewrite.precision.sensitivity import activation_stats, run, sensitivities
 
+Key = tuple[int, str]
+"""A candidate: (node index, form)."""
 RANDOM_SETS = 8
 MAX_ROUNDS = 4
 SENSITIVITY_SETS = 2
@@ -101,7 +103,8 @@ def lower_model(src: Path, exact: Path, cfg: Config) -> Lowered:
         rep["result"] = "exact: models of 1.8 GB or more are not lowered yet"
         return Lowered(None, rep)
     cands = candidates(model)
-    rep["candidates"] = len(cands)
+    rep["candidates"] = len({c.index for c in cands})
+    rep["forms"] = sorted({c.form for c in cands})
     if not cands:
         rep["result"] = "exact: no op has a low-precision form (MatMul/Gemm with float weights)"
         return Lowered(None, rep)
@@ -115,16 +118,16 @@ def lower_model(src: Path, exact: Path, cfg: Config) -> Lowered:
     shapes, amax = activation_stats(model, cands, cal, **kw)
     smooth = smoothing(cands, model, amax)
     table = KernelTable(cfg.target, cfg.threads, cfg.kernel_table)
-    saving: dict[int, float] = {}
-    timed: dict[int, tuple[float, float]] = {}
+    saving: dict[Key, float] = {}
+    timed: dict[Key, tuple[float, float]] = {}
     for c in cands:
-        timed[c.index] = table.cost(c, shapes[c.activation])
-        saving[c.index] = timed[c.index][0] - timed[c.index][1]
+        timed[c.key] = table.cost(c, shapes[c.activation])
+        saving[c.key] = timed[c.key][0] - timed[c.key][1]
     table.save()
     rep["kernels"] = {"key": table.key, "measured_now": table.measured}
     rep["kernel_s"] = round(time.perf_counter() - t, 2)
     t = time.perf_counter()
-    paying = [c for c in cands if saving[c.index] > 0]
+    paying = [c for c in cands if saving[c.key] > 0]
     n = SENSITIVITY_SETS
     sens = sensitivities(
         model, paying, cal[:n], ref_cal[:n], cfg.metric, smooth=smooth, deadline=cfg.deadline, **kw
@@ -144,29 +147,29 @@ def _choose(
     model: onnx.ModelProto,
     cands: list[Candidate],
     smooth: dict[str, np.ndarray],
-    saving: dict[int, float],
-    timed: dict[int, tuple[float, float]],
-    sens: dict[int, dict[str, float]],
+    saving: dict[Key, float],
+    timed: dict[Key, tuple[float, float]],
+    sens: dict[Key, dict[str, float]],
     cal: tuple[list[dict], list[dict]],
     held: tuple[list[dict], list[dict]],
     cfg: Config,
     rep: dict[str, Any],
 ) -> Lowered:
-    by_index = {c.index: c for c in cands}
+    by_key = {c.key: c for c in cands}
     budget = cfg.max_error
     rounds: list[dict[str, Any]] = []
     rep["rounds"] = rounds
     kw = {"target": cfg.target, "threads": cfg.threads}
     best: tuple[float, list[Candidate], onnx.ModelProto, dict, dict] | None = None
-    seen: set[tuple[int, ...]] = set()
+    seen: set[tuple[Key, ...]] = set()
     for _ in range(MAX_ROUNDS):
         sel = select(saving, sens, budget)
-        key = tuple(sel.chosen)
+        key = tuple(sorted(sel.chosen))
         if not sel.chosen or key in seen:
             rounds.append({"budget": _g(budget), "chosen": len(key), "status": sel.status})
             break
         seen.add(key)
-        chosen = [by_index[i] for i in sel.chosen]
+        chosen = [by_key[k] for k in sel.chosen]
         low = lower(model, chosen, smooth)
         e_cal = errors(cfg.metric, cal[1], run(low, cal[0], **kw))
         e_held = errors(cfg.metric, held[1], run(low, held[0], **kw))
@@ -194,14 +197,14 @@ def _choose(
     rep["changed"] = [
         {
             **c.to_json(),
-            "sensitivity": _rounded(sens[c.index]),
-            "exact_us": round(timed[c.index][0], 1),
-            "low_us": round(timed[c.index][1], 1),
+            "sensitivity": _rounded(sens[c.key]),
+            "exact_us": round(timed[c.key][0], 1),
+            "low_us": round(timed[c.key][1], 1),
         }
         for c in chosen
     ]
     rep["error"] = {"calibration": _rounded(e_cal), "held_back": _rounded(e_held)}
-    rep["result"] = f"lowered {len(chosen)} of {len(cands)} candidate op(s)"
+    rep["result"] = f"lowered {len(chosen)} of {rep['candidates']} candidate op(s)"
     return Lowered(low, rep)
 
 

@@ -2,7 +2,11 @@
 
     maximize   Σ_c saving_c · x_c
     subject to Σ_c error_{c,o}² · x_c ≤ budget²   for every output o
+               Σ_{c of op p} x_c ≤ 1               for every op p (one form per op)
                x_c ∈ {0, 1}
+
+A candidate c is an (op, form) key: a tuple whose first item names the op (or a plain key,
+its own op).
 
 `saving_c` is the exact form's µs minus the low-precision form's (`kernels.py`); candidates
 that save nothing, or whose error alone exceeds the budget, are left out. Rounding errors of
@@ -15,6 +19,7 @@ the constraint stays linear). The end-to-end check of `lower.py` does not rely o
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import highspy
@@ -25,16 +30,20 @@ from rewrite.extract.mip import quiet_highs
 
 @dataclass
 class Selection:
-    chosen: list[int]
-    """Node indices to lower."""
+    chosen: list[Hashable]
+    """The candidates to lower (at most one per op)."""
     saving_us: float
     status: str
     gap: float
 
 
+def _op(key: Hashable) -> Hashable:
+    return key[0] if isinstance(key, tuple) else key
+
+
 def select(
-    saving: dict[int, float],
-    error: dict[int, dict[str, float]],
+    saving: dict[Hashable, float],
+    error: dict[Hashable, dict[str, float]],
     budget: float,
     *,
     time_limit: float = 10.0,
@@ -42,7 +51,7 @@ def select(
     """The candidates to lower (module docstring); `error[c][o]` is c's error on output o."""
     cands = [
         c
-        for c in sorted(saving)
+        for c in sorted(saving, key=repr)
         if c in error
         and saving[c] > 0
         and all(math.isfinite(e) and e <= budget for e in error[c].values())
@@ -64,12 +73,20 @@ def select(
         if len(idx):
             vals = np.array([error[cands[i]][o] ** 2 for i in idx], np.float64)
             h.addRow(-inf, budget**2, len(idx), idx, vals)
+    ops: dict[Hashable, list[int]] = {}
+    for i, c in enumerate(cands):
+        ops.setdefault(_op(c), []).append(i)
+    for members in ops.values():
+        if len(members) > 1:
+            h.addRow(-inf, 1.0, len(members), np.array(members, np.int32), np.ones(len(members)))
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
     sol = h.getSolution()
     if not sol.value_valid:
         return Selection([], 0.0, status, math.inf)
     chosen = [c for c, v in zip(cands, sol.col_value, strict=True) if v > 0.5]
+    if len({_op(c) for c in chosen}) < len(chosen):
+        return Selection([], 0.0, f"{status}: two forms of one op", math.inf)
     for o in outputs:  # never trust a status alone: the choice must meet every row
         if sum(error[c].get(o, 0.0) ** 2 for c in chosen) > budget**2 * (1 + 1e-9):
             return Selection([], 0.0, f"{status}: solution violates the budget", math.inf)

@@ -80,12 +80,13 @@ def sensitivities(
     smooth: dict[str, np.ndarray] | None = None,
     deadline: float | None = None,
     **kw: Any,
-) -> dict[int, dict[str, float]]:
-    """Per candidate (by node index), its error per output when lowered alone. Candidates not
-    reached before `deadline` (a `time.monotonic()` value) are left out (they stay exact)."""
-    out: dict[int, dict[str, float]] = {}
+) -> dict[tuple[int, str], dict[str, float]]:
+    """Per candidate (by its (node index, form) key), its error per output when lowered
+    alone. Candidates not reached before `deadline` (a `time.monotonic()` value) are left out
+    (they stay exact)."""
+    out: dict[tuple[int, str], dict[str, float]] = {}
     for c in cands:
         if deadline is not None and time.monotonic() > deadline:
             break
-        out[c.index] = errors(metric, reference, run(lower(model, [c], smooth), feed_sets, **kw))
+        out[c.key] = errors(metric, reference, run(lower(model, [c], smooth), feed_sets, **kw))
     return out

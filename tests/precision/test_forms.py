@@ -8,19 +8,31 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from rewrite.precision.forms import candidates, lower, quantize_weight, smoothing
+from rewrite.precision.forms import (
+    candidates,
+    lower,
+    quantize_blocks,
+    quantize_weight,
+    smoothing,
+)
 from rewrite.precision.metrics import maxrel
 from rewrite.precision.sensitivity import activation_stats, run
 from tests.precision.models import mlp
 
+DYN = ("int8_dynamic",)
+
 
 def test_matmul_and_gemm_with_constant_weights_are_candidates() -> None:
-    cs = candidates(mlp((16, 32, 8)))
+    both = candidates(mlp((16, 32, 8)))
+    assert [c.key for c in both] == [
+        (0, "int8_dynamic"), (0, "int8_block"), (2, "int8_dynamic"), (2, "int8_block")
+    ]  # fmt: skip
+    cs = candidates(mlp((16, 32, 8)), DYN)
     assert [(c.node, c.op, c.k, c.n, c.transposed) for c in cs] == [
         ("matmul0", "MatMul", 16, 32, False),
         ("matmul1", "MatMul", 32, 8, False),
     ]
-    g = candidates(mlp((16, 32, 8), gemm=True))
+    g = candidates(mlp((16, 32, 8), gemm=True), DYN)
     assert [(c.op, c.k, c.n, c.transposed) for c in g] == [
         ("Gemm", 16, 32, True),
         ("Gemm", 32, 8, True),
@@ -50,7 +62,7 @@ def test_quantized_weights_are_within_half_a_step_per_column() -> None:
 def test_the_lowered_model_runs_in_ort_close_to_the_exact_one() -> None:
     for gemm in (False, True):
         m = mlp((64, 128, 64), gemm=gemm)
-        low = lower(m, candidates(m))
+        low = lower(m, candidates(m, DYN))
         onnx.checker.check_model(low, full_check=True)
         ops = [n.op_type for n in low.graph.node]
         assert ops.count("DynamicQuantizeMatMul") == 2 and "MatMul" not in ops and "Gemm" not in ops
@@ -63,7 +75,7 @@ def test_the_lowered_model_runs_in_ort_close_to_the_exact_one() -> None:
 def test_a_weight_shared_by_two_ops_is_quantized_once_and_kept_when_still_read() -> None:
     m = mlp((32, 32, 32))
     m.graph.node[2].input[1] = "w0"  # both MatMuls read w0; w1 is unused
-    cs = candidates(m)
+    cs = candidates(m, DYN)
     low = lower(m, cs[:1])  # only the first lowered: w0 is still read by the second
     names = [t.name for t in low.graph.initializer]
     assert "w0" in names and sum(n.startswith("w0_int8") for n in names) == 1
@@ -74,7 +86,7 @@ def test_a_weight_shared_by_two_ops_is_quantized_once_and_kept_when_still_read()
 
 def test_smoothing_is_exact_before_rounding_and_cuts_the_error_of_outlier_channels() -> None:
     m = mlp((64, 256), rows=64)
-    cs = candidates(m)
+    cs = candidates(m, DYN)
     rng = np.random.default_rng(3)
     x = rng.standard_normal((64, 64)).astype(np.float32)
     x[:, 5] *= 30  # one outlier channel, as LayerNorm outputs have
@@ -88,3 +100,38 @@ def test_smoothing_is_exact_before_rounding_and_cuts_the_error_of_outlier_channe
     assert [n.op_type for n in smooth_low.graph.node][:2] == ["Mul", "DynamicQuantizeMatMul"]
     smoothed = maxrel(ref, run(smooth_low, sets)[0]["y"])
     assert smoothed < plain / 1.5
+
+
+def test_block_quantized_weights_are_within_half_a_step_per_block() -> None:
+    w = np.random.default_rng(4).standard_normal((70, 5)).astype(np.float32)  # 3 blocks, padded
+    q, s = quantize_blocks(w)
+    assert q.shape == (5, 3, 32) and q.dtype == np.uint8 and s.shape == (15,)
+    back = ((q.astype(np.float32) - 128) * s.reshape(5, 3, 1)).reshape(5, 96).T[:70]
+    assert np.all(np.abs(w - back) <= np.repeat(s.reshape(5, 3).T, 32, axis=0)[:70] / 2 + 1e-7)
+
+
+def test_the_block_form_runs_in_ort_and_is_more_accurate_on_an_outlier_channel() -> None:
+    for gemm in (False, True):
+        m = mlp((256, 128), rows=4, gemm=gemm)
+        rng = np.random.default_rng(6)
+        x = rng.standard_normal((4, 256)).astype(np.float32)
+        x[:, 7] *= 50
+        sets = [{"x": x}]
+        ref = run(m, sets)[0]["y"]
+        errs = {}
+        for form in ("int8_dynamic", "int8_block"):
+            low = lower(m, candidates(m, (form,)))
+            onnx.checker.check_model(low, full_check=True)
+            errs[form] = maxrel(ref, run(low, sets)[0]["y"])
+        assert "MatMulNBits" in {n.op_type for n in low.graph.node}
+        assert 0 < errs["int8_block"] < errs["int8_dynamic"] / 1.5
+
+
+def test_two_forms_of_one_op_are_refused() -> None:
+    m = mlp((16, 8))
+    try:
+        lower(m, candidates(m))
+    except ValueError as e:
+        assert "two forms" in str(e)
+    else:
+        raise AssertionError("lower accepted two forms of one op")
