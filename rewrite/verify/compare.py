@@ -147,10 +147,16 @@ def merge(per_set: list[OutputDiff], names: list[str]) -> OutputDiff:
 
 
 def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
-    if isinstance(a, list) and isinstance(b, list):
+    """Exact equality of outputs that are not both tensors (sequences come back as lists, maps
+    as dicts), NaN equal to NaN; a tensor never equals a sequence, whatever numpy would make of
+    comparing them."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        nan = a.dtype.kind in "fc"  # (isnan is undefined on strings)
+        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=nan)
+    if isinstance(a, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
+    if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return bool(a == b)
+    return bool(a == b) or (a != a and b != b)  # a map's float values: NaN equals NaN

@@ -291,7 +291,8 @@ def _unfeedable(sess: ort.InferenceSession) -> list[str]:
     """'name (type)' of each input of `sess` whose element type cannot be fed from numpy."""
     out = []
     for i in sess.get_inputs():
-        inner = str(i.type).removeprefix("seq(").removeprefix("optional(")
+        # tensor(T), seq(tensor(T)), optional(tensor(T)) or optional(seq(tensor(T)))
+        inner = str(i.type).removeprefix("optional(").removeprefix("seq(")
         elem = inner.removeprefix("tensor(").rstrip(")")
         if elem.startswith(_UNFEEDABLE):
             out.append(f"'{i.name}' ({i.type})")
@@ -320,7 +321,8 @@ def _max_abs_diff(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str,
                 continue
             if u.dtype == object or u.dtype.kind in "SU":
                 continue
-            d = np.abs(u.astype(np.float64) - v.astype(np.float64))
+            with np.errstate(invalid="ignore"):  # inf - inf where both are inf
+                d = np.abs(u.astype(np.float64) - v.astype(np.float64))
             d = d[np.isfinite(d)]
             out[name] = max(out.get(name, 0.0), float(d.max()) if d.size else 0.0)
     return out
