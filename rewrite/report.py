@@ -174,7 +174,7 @@ class Report:
         if p.get("inputs"):
             out.append(f"  calibrated {p['inputs']}")
         m = p.get("measured")
-        if m:
+        if m and m != self.measured:  # when kept, the `measured` line shows it
             out.append(
                 f"  lowered    {m['input_ms']:.2f} ms -> {m['output_ms']:.2f} ms "
                 f"({m['speedup']:.3f}x, noise ±{100 * m['noise']:.1f}%)"

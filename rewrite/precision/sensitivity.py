@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 import onnx
+from onnx import helper, numpy_helper
 
-from rewrite.precision.forms import Candidate, lower
+from rewrite.precision.forms import MS, Candidate, build
 from rewrite.precision.metrics import errors
 
 Outputs = list[dict[str, np.ndarray]]
@@ -70,6 +71,93 @@ def activation_stats(
     return shapes, amax
 
 
+def switchable(
+    model: onnx.ModelProto, cands: list[Candidate], smooth: dict[str, np.ndarray] | None = None
+) -> tuple[onnx.ModelProto, dict[tuple[int, str], str]]:
+    """`model` with every candidate op replaced by a chain of `If`s over boolean scalar inputs,
+    one per (op, form): with every switch off it computes the exact op, with one on that form.
+    One session then measures every candidate (session creation, not running, dominates
+    the cost of a large model). Returns the model and the switch input of each candidate."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    inits = {t.name: t for t in g.initializer}
+    names = _all_names(g)
+    smooth = smooth or {}
+
+    def fresh(hint: str) -> str:
+        name, i = hint, 0
+        while name in names:
+            i += 1
+            name = f"{hint}_{i}"
+        names.add(name)
+        return name
+
+    def graph(nodes: list[onnx.NodeProto], y: str) -> onnx.GraphProto:
+        vi = helper.make_tensor_value_info(y, onnx.TensorProto.FLOAT, None)
+        return helper.make_graph(nodes, fresh("branch"), [], [vi])
+
+    by_index: dict[int, list[Candidate]] = {}
+    for c in cands:
+        by_index.setdefault(c.index, []).append(c)
+    switches: dict[tuple[int, str], str] = {}
+    nodes: list[onnx.NodeProto] = []
+    for index, node in enumerate(g.node):
+        forms = by_index.get(index)
+        if not forms:
+            nodes.append(node)
+            continue
+        exact = onnx.NodeProto()
+        exact.CopyFrom(node)
+        exact.output[0] = fresh(f"{node.output[0]}_exact")
+        current, y = [exact], exact.output[0]
+        w0 = numpy_helper.to_array(inits[forms[0].weight])
+        for c in forms:
+            w = w0.T if c.transposed else w0
+            f = smooth.get(c.activation)
+            low: list[onnx.NodeProto] = []
+            a = c.activation
+            if f is not None:
+                inv, a = fresh(f"{a}_smooth_inv"), fresh(f"{a}_smoothed")
+                g.initializer.append(numpy_helper.from_array((1 / f).astype(np.float32), inv))
+                low.append(helper.make_node("Mul", [c.activation, inv], [a]))
+                w = w * f[:, None]
+            bias = node.input[2] if c.op == "Gemm" and len(node.input) > 2 else None
+            y_low = fresh(f"{node.output[0]}_{c.form}")
+            new, tensors = build(c, a, w, bias or None, y_low, y_low, fresh)
+            g.initializer.extend(tensors)
+            switches[c.key] = fresh(f"switch_{index}_{c.form}")
+            y_if = fresh(f"{node.output[0]}_if")
+            cond = helper.make_node(
+                "If",
+                [switches[c.key]],
+                [y_if],
+                then_branch=graph([*low, new], y_low),
+                else_branch=graph(current, y),
+            )
+            current, y = [cond], y_if
+        current[0].output[0] = node.output[0]
+        nodes.extend(current)
+    del g.node[:]
+    g.node.extend(nodes)
+    for sw in switches.values():
+        g.input.append(helper.make_tensor_value_info(sw, onnx.TensorProto.BOOL, []))
+    if not any(o.domain == MS for o in out.opset_import):
+        out.opset_import.append(helper.make_opsetid(MS, 1))
+    return out, switches
+
+
+def _all_names(g: onnx.GraphProto) -> set[str]:
+    out = {t.name for t in g.initializer} | {v.name for v in (*g.input, *g.output)}
+    for n in g.node:
+        out.update(n.input)
+        out.update(n.output)
+        for a in n.attribute:
+            for sub in (*([a.g] if a.HasField("g") else []), *a.graphs):
+                out |= _all_names(sub)
+    return out
+
+
 def sensitivities(
     model: onnx.ModelProto,
     cands: list[Candidate],
@@ -82,11 +170,24 @@ def sensitivities(
     **kw: Any,
 ) -> dict[tuple[int, str], dict[str, float]]:
     """Per candidate (by its (node index, form) key), its error per output when lowered
-    alone. Candidates not reached before `deadline` (a `time.monotonic()` value) are left out
-    (they stay exact)."""
+    alone, from one session of `switchable(model)`. Candidates not reached before `deadline`
+    (a `time.monotonic()` value) are left out (they stay exact)."""
+    if not cands:
+        return {}
+    probe, switches = switchable(model, cands, smooth)
+    s = session(probe, **kw)
+    names = [o.name for o in s.get_outputs()]
+    fed = {i.name for i in s.get_inputs()}
+    off = {sw: np.array(False) for sw in switches.values()}
     out: dict[tuple[int, str], dict[str, float]] = {}
     for c in cands:
         if deadline is not None and time.monotonic() > deadline:
             break
-        out[c.key] = errors(metric, reference, run(lower(model, [c], smooth), feed_sets, **kw))
+        on = {**off, switches[c.key]: np.array(True)}
+        got = [
+            dict(zip(names, s.run(None, {**{k: v for k, v in f.items() if k in fed}, **on}),
+                     strict=True))
+            for f in feed_sets
+        ]  # fmt: skip
+        out[c.key] = errors(metric, reference, got)
     return out

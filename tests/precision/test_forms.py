@@ -16,7 +16,7 @@ from rewrite.precision.forms import (
     smoothing,
 )
 from rewrite.precision.metrics import maxrel
-from rewrite.precision.sensitivity import activation_stats, run
+from rewrite.precision.sensitivity import activation_stats, run, switchable
 from tests.precision.models import mlp
 
 DYN = ("int8_dynamic",)
@@ -135,3 +135,23 @@ def test_two_forms_of_one_op_are_refused() -> None:
         assert "two forms" in str(e)
     else:
         raise AssertionError("lower accepted two forms of one op")
+
+
+def test_the_switchable_model_computes_the_exact_op_or_one_form_per_switch() -> None:
+    m = mlp((64, 128, 64), gemm=True)
+    cs = candidates(m)
+    x = np.random.default_rng(8).standard_normal((32, 64)).astype(np.float32)
+    _, amax = activation_stats(m, cs, [{"x": x}])
+    sm = smoothing(cs, m, amax)
+    probe, switches = switchable(m, cs, sm)
+    onnx.checker.check_model(probe, full_check=True)
+    assert set(switches) == {c.key for c in cs}
+    off = {sw: np.array(False) for sw in switches.values()}
+    exact = run(m, [{"x": x}])[0]["y"]
+    assert np.allclose(run(probe, [{"x": x, **off}])[0]["y"], exact, rtol=1e-6, atol=1e-6)
+    for c in cs:
+        on = {**off, switches[c.key]: np.array(True)}
+        alone = run(lower(m, [c], sm), [{"x": x}])[0]["y"]
+        got = run(probe, [{"x": x, **on}])[0]["y"]
+        assert np.allclose(got, alone, rtol=1e-5, atol=1e-5), c.key
+        assert not np.allclose(got, exact, rtol=1e-6, atol=1e-6)
