@@ -170,24 +170,28 @@ def sensitivities(
     **kw: Any,
 ) -> dict[tuple[int, str], dict[str, float]]:
     """Per candidate (by its (node index, form) key), its error per output when lowered
-    alone, from one session of `switchable(model)`. Candidates not reached before `deadline`
-    (a `time.monotonic()` value) are left out (they stay exact)."""
-    if not cands:
-        return {}
-    probe, switches = switchable(model, cands, smooth)
-    s = session(probe, **kw)
-    names = [o.name for o in s.get_outputs()]
-    fed = {i.name for i in s.get_inputs()}
-    off = {sw: np.array(False) for sw in switches.values()}
+    alone, from one session of `switchable(model)` per form. Candidates not reached before
+    `deadline` (a `time.monotonic()` value) are left out (they stay exact)."""
     out: dict[tuple[int, str], dict[str, float]] = {}
+    by_form: dict[str, list[Candidate]] = {}
     for c in cands:
+        by_form.setdefault(c.form, []).append(c)
+    for group in by_form.values():  # one If per op: ORT 1.32 mixes up nested MatMulNBits forms
         if deadline is not None and time.monotonic() > deadline:
             break
-        on = {**off, switches[c.key]: np.array(True)}
-        got = [
-            dict(zip(names, s.run(None, {**{k: v for k, v in f.items() if k in fed}, **on}),
-                     strict=True))
-            for f in feed_sets
-        ]  # fmt: skip
-        out[c.key] = errors(metric, reference, got)
+        probe, switches = switchable(model, group, smooth)
+        s = session(probe, **kw)
+        names = [o.name for o in s.get_outputs()]
+        fed = {i.name for i in s.get_inputs()}
+        off = {sw: np.array(False) for sw in switches.values()}
+        for c in group:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            on = {**off, switches[c.key]: np.array(True)}
+            got = [
+                dict(zip(names, s.run(None, {**{k: v for k, v in f.items() if k in fed}, **on}),
+                         strict=True))
+                for f in feed_sets
+            ]  # fmt: skip
+            out[c.key] = errors(metric, reference, got)
     return out

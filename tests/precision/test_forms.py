@@ -24,9 +24,8 @@ DYN = ("int8_dynamic",)
 
 def test_matmul_and_gemm_with_constant_weights_are_candidates() -> None:
     both = candidates(mlp((16, 32, 8)))
-    assert [c.key for c in both] == [
-        (0, "int8_dynamic"), (0, "int8_block"), (2, "int8_dynamic"), (2, "int8_block")
-    ]  # fmt: skip
+    forms = ("int8_dynamic", "int8_block", "int4_block")
+    assert [c.key for c in both] == [(i, f) for i in (0, 2) for f in forms]
     cs = candidates(mlp((16, 32, 8)), DYN)
     assert [(c.node, c.op, c.k, c.n, c.transposed) for c in cs] == [
         ("matmul0", "MatMul", 16, 32, False),
@@ -139,19 +138,29 @@ def test_two_forms_of_one_op_are_refused() -> None:
 
 def test_the_switchable_model_computes_the_exact_op_or_one_form_per_switch() -> None:
     m = mlp((64, 128, 64), gemm=True)
-    cs = candidates(m)
     x = np.random.default_rng(8).standard_normal((32, 64)).astype(np.float32)
-    _, amax = activation_stats(m, cs, [{"x": x}])
-    sm = smoothing(cs, m, amax)
-    probe, switches = switchable(m, cs, sm)
-    onnx.checker.check_model(probe, full_check=True)
-    assert set(switches) == {c.key for c in cs}
-    off = {sw: np.array(False) for sw in switches.values()}
     exact = run(m, [{"x": x}])[0]["y"]
-    assert np.allclose(run(probe, [{"x": x, **off}])[0]["y"], exact, rtol=1e-6, atol=1e-6)
-    for c in cs:
-        on = {**off, switches[c.key]: np.array(True)}
-        alone = run(lower(m, [c], sm), [{"x": x}])[0]["y"]
-        got = run(probe, [{"x": x, **on}])[0]["y"]
-        assert np.allclose(got, alone, rtol=1e-5, atol=1e-5), c.key
-        assert not np.allclose(got, exact, rtol=1e-6, atol=1e-6)
+    for form in ("int8_dynamic", "int8_block", "int4_block"):
+        cs = candidates(m, (form,))
+        _, amax = activation_stats(m, cs, [{"x": x}])
+        sm = smoothing(cs, m, amax)
+        probe, switches = switchable(m, cs, sm)
+        onnx.checker.check_model(probe, full_check=True)
+        assert set(switches) == {c.key for c in cs}
+        off = {sw: np.array(False) for sw in switches.values()}
+        assert np.allclose(run(probe, [{"x": x, **off}])[0]["y"], exact, rtol=1e-6, atol=1e-6)
+        for c in cs:
+            on = {**off, switches[c.key]: np.array(True)}
+            alone = run(lower(m, [c], sm), [{"x": x}])[0]["y"]
+            got = run(probe, [{"x": x, **on}])[0]["y"]
+            assert np.allclose(got, alone, rtol=1e-5, atol=1e-5), c.key
+            assert not np.allclose(got, exact, rtol=1e-6, atol=1e-6)
+
+
+def test_int4_blocks_pack_two_values_per_byte() -> None:
+    w = np.random.default_rng(9).standard_normal((64, 3)).astype(np.float32)
+    q, s = quantize_blocks(w, 32, 4)
+    assert q.shape == (3, 2, 16) and s.shape == (6,)
+    v = np.stack([q & 15, q >> 4], axis=-1).reshape(3, 2, 32).astype(np.float32)
+    back = ((v - 8) * s.reshape(3, 2, 1)).reshape(3, 64).T
+    assert np.all(np.abs(w - back) <= np.repeat(s.reshape(3, 2).T, 32, axis=0) / 2 + 1e-7)
