@@ -148,6 +148,8 @@ def bench_model(model: Path, args: argparse.Namespace) -> dict[str, Any]:
             "error": err,
             "missing": {k: v[k] for k in VARIANTS if k not in paths},
             "lowered": len(rw.get("changed", [])),
+            "result": rw.get("result", ""),
+            "forms": sorted({c["form"] for c in rw.get("changed", [])}),
             "candidates": rw.get("candidates", 0),
             "made_s": v["made_s"],
         }

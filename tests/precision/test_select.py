@@ -39,3 +39,15 @@ def test_candidates_that_save_nothing_or_exceed_the_budget_alone_are_never_chose
 
 def test_unmeasured_candidates_stay_exact() -> None:
     assert select({1: 5.0, 2: 9.0}, {1: {"y": 0.1}}, 1.0).chosen == [1]
+
+
+def test_tiny_errors_are_held_to_the_budget_not_to_the_solvers_absolute_tolerance() -> None:
+    """Errors of 2e-4 against a budget of 1e-3: squared, 4e-8 against 1e-6, below HiGHS's
+    default feasibility tolerance of 1e-7; the rows are normalized so that does not matter."""
+    saving = {i: 1.0 + i / 100 for i in range(40)}
+    error = {i: {"y": 2e-4 * (1 + (i % 7) / 10)} for i in range(40)}
+    sel = select(saving, error, 1e-3)
+    assert sel.chosen and sum(error[c]["y"] ** 2 for c in sel.chosen) <= 1e-6
+    assert "repaired" not in sel.status
+    more = sorted(set(saving) - set(sel.chosen), key=lambda c: error[c]["y"])
+    assert sum(error[c]["y"] ** 2 for c in [*sel.chosen, more[0]]) > 1e-6  # nothing fits beside
