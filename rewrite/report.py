@@ -163,14 +163,13 @@ class Report:
         out = [f"  precision  {p.get('result', '')} ({p.get('metric')} <= {p.get('max_error')})"]
         err = p.get("error")
         if err:
-            held = err.get("held_back", {})
-            out.append(
-                "  error      "
-                + ", ".join(
-                    f"{k} {v:.3g} / {held.get(k, float('nan')):.3g} held back"
-                    for k, v in err.get("calibration", {}).items()
-                )
-            )
+            cal, held = err.get("calibration", {}), err.get("held_back", {})
+            items = [f"{k} {v:.3g} / {held.get(k, float('nan')):.3g}" for k, v in cal.items()]
+            if len(items) > 3:  # many outputs (a decoder's KV cache): the worst of them
+                worst = max(cal, key=lambda k: max(cal[k], held.get(k, 0.0)))
+                items = [f"{worst} {cal[worst]:.3g} / {held.get(worst, float('nan')):.3g} "
+                         f"(worst of {len(cal)} outputs)"]  # fmt: skip
+            out.append("  error      " + ", ".join(items) + " (calibration / held back)")
         if p.get("inputs"):
             out.append(f"  calibrated {p['inputs']}")
         m = p.get("measured")
