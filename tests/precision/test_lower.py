@@ -81,3 +81,14 @@ def test_user_calibration_sets_are_used_and_every_other_one_is_held_back(tmp_pat
     assert len(cal) == 2 and len(held) == 1 and how.startswith("3 user set(s)")
     one, same, how1 = feed_sets(src, Config(max_error=0.1, calibration=(files[0],)))
     assert one == same and "also the held-back set" in how1
+
+
+def test_the_budget_can_be_in_cosine_or_top1(tmp_path: Path) -> None:
+    src = _saved(mlp((256, 512, 256), rows=64), tmp_path)
+    for metric, budget in (("cosine", 1e-3), ("top1", 0.2)):
+        cfg = Config(max_error=budget, metric=metric, kernel_table=tmp_path / "k.json")
+        got = lower_model(src, src, cfg)
+        assert got.model is not None and got.report["metric"] == metric
+        _, held, _ = feed_sets(src, cfg)
+        independent = errors(metric, run(onnx.load(str(src)), held), run(got.model, held))
+        assert independent["y"] <= budget
