@@ -1,12 +1,12 @@
 """The MIP of one extraction block as HiGHS arrays (`ilp.py` states the formulation).
 
 `BlockModel(problem, block, with_order=...)` builds the columns (x per node, y per class of
-several nodes, a level per class of a cyclic SCC when `with_order`) and rows; `solve` runs HiGHS
-from a valid selection and returns the best selection found, the dual bound and the status;
-`cut` adds one cycle cut for the `"cuts"` mode. `solve` reports what HiGHS *claims* (status,
-objective, bound) beside the selection it hands back: `ilp.solve_block` compares the two and
-never trusts a status alone (HiGHS 1.16 with a warm start and presolve returned the warm start
-labelled `optimal` with a better objective).
+several nodes or none, a level per class of a cyclic SCC when `with_order`) and rows; `solve`
+runs HiGHS from a valid selection and returns the best selection found, the dual bound and the
+status; `cut` adds one cycle cut for the `"cuts"` mode. `solve` reports what HiGHS *claims*
+(status, objective, bound) beside the selection it hands back: `ilp.solve_block` compares the
+two and never trusts a status alone (HiGHS 1.16 with a warm start and presolve returned the
+warm start labelled `optimal` with a better objective).
 """
 
 from __future__ import annotations
@@ -57,8 +57,15 @@ def quiet_highs() -> highspy.Highs:
     finally:
         os.dup2(saved, 1)
         os.close(saved)
-    h.setOptionValue("output_flag", False)
+    _set(h, "output_flag", False)
     return h
+
+
+def _set(h: highspy.Highs, option: str, value: bool | float | str) -> None:
+    """Set a HiGHS option, raising where HiGHS refuses it (it only returns an error status, and
+    a refused option would leave its default silently: a gap of 1e-4, no time limit)."""
+    if h.setOptionValue(option, value) != highspy.HighsStatus.kOk:
+        raise RuntimeError(f"HiGHS refused option {option} = {value!r}")
 
 
 def _flush_c_stdout() -> None:
@@ -74,7 +81,8 @@ class BlockModel:
         self.block = block
         nodes = [n for c in block.classes for n in problem.classes[c]]
         self.x_of_node = x = {n: i for i, n in enumerate(nodes)}
-        # y_c is a column of its own only for a class with several nodes; else it is x_n.
+        # y_c is a column of its own unless the class has one node (then it is x_n); a class
+        # with none (every e-node forbidden) gets one, held at 0 by its row below.
         self.y: dict[int, int] = {}
         self.t0 = len(nodes)
         for c in block.classes:
@@ -103,7 +111,7 @@ class BlockModel:
         self.pointing: dict[tuple[int, int], list[int]] = {}
         for c in block.classes:
             own = problem.classes[c]
-            if len(own) > 1:
+            if len(own) != 1:
                 cols = [x[n] for n in own]
                 self._row([*cols, y[c]], [1.0] * len(cols) + [-1.0], 0.0, 0.0)
             for n in own:
@@ -170,13 +178,14 @@ class BlockModel:
     ) -> Solved:
         """One HiGHS run, started from the valid selection `warm` (None: no start given)."""
         h = quiet_highs()
-        h.setOptionValue("time_limit", max(seconds, 1e-3))
+        _set(h, "time_limit", max(seconds, 1e-3))
         if not presolve:
-            h.setOptionValue("presolve", "off")
-        h.setOptionValue("mip_rel_gap", rel_gap)
-        h.setOptionValue("mip_abs_gap", max(abs_gap, 1e-9))
+            _set(h, "presolve", "off")
+        _set(h, "mip_rel_gap", rel_gap)
+        _set(h, "mip_abs_gap", max(abs_gap, 1e-9))
         # Feasibility jump looks for a first solution; the warm start is one, and on large
-        # blocks the heuristic ran for seconds before the root LP, deaf to interrupts.
+        # blocks the heuristic ran for seconds before the root LP, deaf to interrupts. Not
+        # checked: HiGHS before 1.11 has no such option (nor the heuristic).
         h.setOptionValue("mip_heuristic_run_feasibility_jump", False)
         inf = h.getInfinity()
         h.passModel(
@@ -226,6 +235,8 @@ class BlockModel:
         col = h.getSolution().col_value
         sel: dict[int, int] = {}
         for c in self.block.classes:
+            if not self.problem.classes[c]:
+                continue
             best = max(self.problem.classes[c], key=lambda n: col[self.x_of_node[n]])
             if col[self.x_of_node[best]] > 0.5:
                 sel[c] = best
