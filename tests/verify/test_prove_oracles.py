@@ -9,6 +9,7 @@ right sides the semantics reject or that are undefined, and int64 inputs beyond 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -399,3 +400,135 @@ def test_an_int64_counterexample_beyond_2_53_is_run_exactly() -> None:
     assert cx is not None and cx.why == "the sides differ"  # not the float check's
     assert cx.inputs == {"x": [2**63 - 1], "c": [1]}
     assert (cx.lhs_ort, cx.rhs_ort) == ([2**63 - 1], [-(2**63)])
+
+
+def test_a_refutation_reports_its_bound_cases_and_time() -> None:
+    """_prove 58, 59, 60, 67: the ProofResult of a case refuted in the loop (not by the float
+    check) carries the bound, the cases checked (the first: float32 [1]) and the seconds."""
+    t = time.perf_counter()
+    result = prove(_rule("two_is_one"))
+    elapsed = time.perf_counter() - t
+    assert result.status == REFUTED and result.counterexample is not None
+    assert result.counterexample.why == "the sides differ"  # the loop's, not the float check's
+    assert result.bound == DEFAULT_BOUND.describe()
+    assert result.cases == 1
+    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
+
+
+@RS.rule
+def neg_at_rank_seven(x: Tensor) -> Rewrite:
+    """Neg(x) = x when rank 7   (no case in the bound)"""
+    return rewrite(-x).to(x, x.rank == 7)
+
+
+def test_a_rule_without_cases_reports_how_long_it_looked() -> None:
+    """_prove 79: the no-case result carries the seconds spent drawing cases."""
+    t = time.perf_counter()
+    result = prove(_rule("neg_at_rank_seven"))
+    elapsed = time.perf_counter() - t
+    assert result.status == UNKNOWN and result.counterexample is None
+    assert result.reason == "no case in the bound matches the left side and its guards"
+    assert result.cases == 0 and result.bound == DEFAULT_BOUND.describe()
+    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
+
+
+@RS.rule
+def reciprocal_of_negation(x: Tensor) -> Rewrite:
+    """Reciprocal(-x) = Reciprocal(x)   (false; Reciprocal's semantics reject int64 x: those
+    cases are not cases)"""
+    return rewrite(op.Reciprocal(-x)).to(op.Reciprocal(x))
+
+
+def test_cases_the_semantics_reject_do_not_end_the_proof() -> None:
+    """_prove 56 (continue -> break): with int64 first in the bound, every int64 case is
+    rejected by the semantics (SKIP); the float32 cases after them are still checked."""
+    result = prove(
+        _rule("reciprocal_of_negation"), Bound(dtypes=(TensorProto.INT64, TensorProto.FLOAT))
+    )
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ"
+    assert cx.case["dtypes"] == {"x": "float32"}
+    assert result.cases == 1  # the skipped int64 cases are not counted
+
+
+@RS.rule
+def relu_relu_and_add_sub(x: Tensor, a: Tensor, b: Tensor) -> list[Rewrite]:
+    """Relu(Relu(x)) = Relu(x), and (a + b) - b = a   (two rewrites; the second is exact in
+    reals and in integers but not in float32: only the float check refutes it)"""
+    return [
+        rewrite(op.Relu(op.Relu(x))).to(op.Relu(x)),
+        rewrite((a + b) - b).to(a, a.shape == b.shape),
+    ]
+
+
+def test_each_rewrite_of_a_rule_is_float_checked() -> None:
+    """_prove 71 (key = None): the float check gets the smallest case of every (dtypes,
+    rewrite) pair, not the single smallest case of the rule (the first rewrite's, which holds
+    in float32)."""
+    result = prove(_rule("relu_relu_and_add_sub"))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and "beyond the tolerance" in cx.why
+    assert cx.rewrite == repr(_rule("relu_relu_and_add_sub").rewrites[1])
+
+
+def test_an_undefined_right_side_has_the_exact_reason_and_its_rewrite() -> None:
+    """check_case 92, 97, 98 (the reason's case), 99, 107 (the rewrite's name) on the path
+    where Z3 finds the right side undefined where the left side is not."""
+    rule = _rule("mul_zero_through_quotient")
+    cx = prove(rule, Bound(dtypes=(TensorProto.INT64,))).counterexample
+    assert cx is not None and cx.why == (
+        "the right side is undefined where the left side is not (ORT fails: integer "
+        "division by zero or INT_MIN / -1)"
+    )
+    assert (
+        cx.rewrite
+        == repr(rule.rewrites[0])
+        == "Mul(x, c) = Mul(Div(x, x), c)  when " + ("c.is_zero() and Mul(x, c).shape == x.shape")
+    )
+
+
+@RS.rule
+def mul_zero_through_successor_quotient(x: Tensor, c: Tensor, k: Tensor) -> Rewrite:
+    """x·c·k = ((x + k)/(x + k))·c·k for c zero, k = 1   (the same term, 0, on both sides; the
+    right side divides by x + 1, zero at the largest unsigned value)"""
+    lhs = (x * c) * k
+    rhs = (((x + k) / (x + k)) * c) * k
+    return rewrite(lhs).to(
+        rhs, c.is_zero(), k.is_scalar(), k.value() == 1,
+        x.shape == [1], c.shape == [1], k.shape == [1],
+    )  # fmt: skip
+
+
+def test_an_undefined_right_side_shows_unsigned_inputs_as_unsigned() -> None:
+    """check_case 86, 89 (the dtype dropped from `_eval_array`): uint8 x + 1 is zero at
+    x = 255, which a bit-vector read as signed shows as -1."""
+    result = prove(_rule("mul_zero_through_successor_quotient"), Bound(dtypes=(TensorProto.UINT8,)))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why.startswith("the right side is undefined where")
+    assert cx.inputs == {"x": [255], "c": [0], "k": [1]}
+
+
+@RS.rule
+def neg_head_beside_a_defined_quotient(w: Tensor, z: Tensor, k: Tensor) -> Rewrite:
+    """Concat(-w, z·k) = Concat(w, z·k + z/(z + k)) for z >= 0, k = 1   (false in w only; the
+    right side divides by z + 1, never zero for z >= 0)"""
+    lhs = op.Concat(-w, z * k, axis=0)
+    rhs = op.Concat(w, z * k + z / (z + k), axis=0)
+    return rewrite(lhs).to(
+        rhs, w.shape == [1], z.shape == [1], k.shape == [1],
+        z.is_scalar(), z.value() >= 0, k.is_one(),
+    )  # fmt: skip
+
+
+def test_a_variable_outside_the_differing_element_does_not_make_the_right_side_undefined() -> None:
+    """check_case 79, 81, 82 (model_completion dropped): the model of the w element leaves z
+    unassigned; completed (z = 0) the right side is defined, so the counterexample is the
+    sides' difference, not an undefined right side."""
+    result = prove(_rule("neg_head_beside_a_defined_quotient"), Bound(dtypes=(TensorProto.INT64,)))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ"
+    assert cx.lhs_ort is not None and cx.lhs_ort[0] == -cx.rhs_ort[0] != 0
