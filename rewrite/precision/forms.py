@@ -228,18 +228,10 @@ def lower(
     if len(by_index) < len(chosen):
         raise ValueError("two forms chosen for one op")
     inits = {t.name: t for t in g.initializer}
-    names = {v for n in g.node for v in (*n.input, *n.output)} | set(inits)
+    fresh = name_maker(all_names(g))
     made: dict[tuple[str, bool, bool, str], tuple[str, str]] = {}
     scaled: dict[str, str] = {}
     smooth = smooth or {}
-
-    def fresh(hint: str) -> str:
-        name, i = hint, 0
-        while name in names:
-            i += 1
-            name = f"{hint}_{i}"
-        names.add(name)
-        return name
 
     nodes: list[onnx.NodeProto] = []
     for index, node in enumerate(g.node):
@@ -276,6 +268,32 @@ def lower(
     g.initializer.extend(keep)
     if not any(o.domain == MS for o in out.opset_import):
         out.opset_import.append(helper.make_opsetid(MS, 1))
+    return out
+
+
+def name_maker(names: set[str]) -> Fresh:
+    """A `Fresh` over `names` (which it extends): the hint itself, else `hint_1`, `hint_2`..."""
+
+    def fresh(hint: str) -> str:
+        name, i = hint, 0
+        while name in names:
+            i += 1
+            name = f"{hint}_{i}"
+        names.add(name)
+        return name
+
+    return fresh
+
+
+def all_names(g: onnx.GraphProto) -> set[str]:
+    """Every value name of `g` and its subgraphs: initializers, inputs, outputs, node ends."""
+    out = {t.name for t in g.initializer} | {v.name for v in (*g.input, *g.output)}
+    for n in g.node:
+        out.update(n.input)
+        out.update(n.output)
+        for a in n.attribute:
+            for sub in (*([a.g] if a.HasField("g") else []), *a.graphs):
+                out |= all_names(sub)
     return out
 
 

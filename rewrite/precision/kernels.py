@@ -19,6 +19,7 @@ import statistics
 import time
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -79,10 +80,9 @@ def _models(c: Candidate, a_shape: tuple[int, ...]) -> tuple[onnx.ModelProto, on
     return helper.make_model(exact, opset_imports=ops), helper.make_model(low, opset_imports=ops)
 
 
-def time_pair(
-    c: Candidate, a_shape: tuple[int, ...], *, target: str = "cpu", threads: int = 1
-) -> tuple[float, float]:
-    """(exact µs, low-precision µs) of candidate `c` at activation shape `a_shape`."""
+def session(model: onnx.ModelProto, *, target: str = "cpu", threads: int = 1) -> Any:
+    """An ORT session of `model` as it will run: ORT_ENABLE_ALL, the target's provider,
+    `threads` intra-op threads, errors only in the log."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -90,11 +90,16 @@ def time_pair(
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.log_severity_level = 3
-    provider = PROVIDERS.get(target, target)
-    sessions = [
-        ort.InferenceSession(m.SerializeToString(), so, providers=[provider])
-        for m in _models(c, a_shape)
-    ]
+    return ort.InferenceSession(
+        model.SerializeToString(), so, providers=[PROVIDERS.get(target, target)]
+    )
+
+
+def time_pair(
+    c: Candidate, a_shape: tuple[int, ...], *, target: str = "cpu", threads: int = 1
+) -> tuple[float, float]:
+    """(exact µs, low-precision µs) of candidate `c` at activation shape `a_shape`."""
+    sessions = [session(m, target=target, threads=threads) for m in _models(c, a_shape)]
     feed = {"A": np.random.default_rng(1).standard_normal(a_shape).astype(np.float32)}
     for s in sessions:
         s.run(None, feed)

@@ -13,25 +13,11 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from rewrite.precision.forms import MS, Candidate, build
+from rewrite.precision.forms import MS, Candidate, all_names, build, name_maker
+from rewrite.precision.kernels import session
 from rewrite.precision.metrics import errors
 
 Outputs = list[dict[str, np.ndarray]]
-
-
-def session(model: onnx.ModelProto, *, target: str = "cpu", threads: int = 1) -> Any:
-    import onnxruntime as ort
-
-    from rewrite.precision.kernels import PROVIDERS
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    return ort.InferenceSession(
-        model.SerializeToString(), so, providers=[PROVIDERS.get(target, target)]
-    )
 
 
 def run(model: onnx.ModelProto, feed_sets: list[Mapping[str, Any]], **kw: Any) -> Outputs:
@@ -82,16 +68,8 @@ def switchable(
     out.CopyFrom(model)
     g = out.graph
     inits = {t.name: t for t in g.initializer}
-    names = _all_names(g)
+    fresh = name_maker(all_names(g))
     smooth = smooth or {}
-
-    def fresh(hint: str) -> str:
-        name, i = hint, 0
-        while name in names:
-            i += 1
-            name = f"{hint}_{i}"
-        names.add(name)
-        return name
 
     def graph(nodes: list[onnx.NodeProto], y: str) -> onnx.GraphProto:
         vi = helper.make_tensor_value_info(y, onnx.TensorProto.FLOAT, None)
@@ -145,17 +123,6 @@ def switchable(
     if not any(o.domain == MS for o in out.opset_import):
         out.opset_import.append(helper.make_opsetid(MS, 1))
     return out, switches
-
-
-def _all_names(g: onnx.GraphProto) -> set[str]:
-    out = {t.name for t in g.initializer} | {v.name for v in (*g.input, *g.output)}
-    for n in g.node:
-        out.update(n.input)
-        out.update(n.output)
-        for a in n.attribute:
-            for sub in (*([a.g] if a.HasField("g") else []), *a.graphs):
-                out |= _all_names(sub)
-    return out
 
 
 def sensitivities(
