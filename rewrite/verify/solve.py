@@ -23,15 +23,16 @@ def solve(
     memo: dict[str, bool] | None = None,
 ) -> tuple[Any, str]:
     """(a model where some diff is false or the right side undefined, or None; why Z3 gave
-    up). Each element's equality is asked alone, with the facts about its own variables:
-    elementwise formulas repeat up to renaming, so `memo` (canonical query -> holds) answers
-    most of them without the solver."""
+    up). Each element's equality is asked alone, with the facts connected to its variables
+    (directly or through other facts' variables): elementwise formulas repeat up to renaming,
+    so `memo` (canonical query -> holds) answers most of them without the solver. A model found
+    is extended to satisfy every fact, so its inputs are ones the guards allow; when the other
+    facts cannot hold together there is no such input and the case holds vacuously."""
     memo = {} if memo is None else memo
     queries = [[z3.Not(c) for c in rhs_defined]] if rhs_defined else []
     queries += [[z3.Not(d)] for d in diffs]
     for goal in queries:
-        names = _names(goal)
-        mine = [f for f in facts if _names([f]) & names] if len(goal) == 1 else facts
+        mine = _connected(goal, facts) if len(goal) == 1 else facts
         key = _canonical([*mine, *goal])
         if key in memo:
             if memo[key]:
@@ -40,7 +41,7 @@ def solve(
         facts_axioms = [*mine, *axioms([*goal, *mine])]
         special = _at_extremes(facts_axioms, goal, timeout_ms)
         if special is not None:
-            return special, ""
+            return _extended(special, goal, facts_axioms, facts, timeout_ms)
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
         solver.add(*facts_axioms)
@@ -52,8 +53,48 @@ def solve(
         if res == z3.unknown:
             memo[key] = False
             return None, solver.reason_unknown()
-        return solver.model(), ""
+        return _extended(solver.model(), goal, facts_axioms, facts, timeout_ms)
     return None, ""
+
+
+def _connected(goal: list[Any], facts: list[Any]) -> list[Any]:
+    """The facts that share a variable with `goal`, or with a fact that does (transitively):
+    a guard reached through another variable (`w == z`, `z > 0`) constrains the goal too."""
+    names = _names(goal)
+    rest = [(f, _names([f])) for f in facts]
+    mine: list[Any] = []
+    grown = True
+    while grown:
+        grown = False
+        for f, fn in rest:
+            if fn & names and not any(f is g for g in mine):
+                mine.append(f)
+                names |= fn
+                grown = True
+    return [f for f in facts if any(f is g for g in mine)]
+
+
+def _extended(
+    model: Any, goal: list[Any], mine: list[Any], facts: list[Any], timeout_ms: int
+) -> tuple[Any, str]:
+    """`model` (of `mine` and `goal`) with values for every other variable that satisfy the
+    remaining facts. Those facts share no variable with `mine`, so they are solved alone;
+    unsat means no input satisfies the guards at all (the case holds vacuously)."""
+    others = [f for f in facts if not any(f is g for g in mine)]
+    if not others:
+        return model, ""
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    solver.add(*mine, *others, *axioms(others), z3.Or(goal))
+    for c in _consts([*mine, *goal]):
+        value = model.eval(c, model_completion=True)
+        solver.add(c == value)
+    res = solver.check()
+    if res == z3.unsat:
+        return None, ""
+    if res == z3.unknown:
+        return None, solver.reason_unknown()
+    return solver.model(), ""
 
 
 def _at_extremes(facts: list[Any], goal: list[Any], timeout_ms: int) -> Any:

@@ -532,3 +532,44 @@ def test_a_variable_outside_the_differing_element_does_not_make_the_right_side_u
     cx = result.counterexample
     assert cx is not None and cx.why == "the sides differ"
     assert cx.lhs_ort is not None and cx.lhs_ort[0] == -cx.rhs_ort[0] != 0
+
+
+@RS.rule
+def relu_of_linked_positive(w: Tensor, z: Tensor) -> Rewrite:
+    """Concat(Relu(w), z) = Concat(w, z) when w = z and z > 0   (sound: the guard on w is
+    reached only through z)"""
+    return rewrite(op.Concat(op.Relu(w), z, axis=0)).to(
+        op.Concat(w, z, axis=0), w.is_scalar(), z.is_scalar(), w.rank == 1, z.rank == 1,
+        w.value() == z.value(), z.value() > 0,
+    )  # fmt: skip
+
+
+def test_a_guard_reached_through_another_variable_is_assumed() -> None:
+    """The w element's query needs `z > 0` as well as `w == z`: without it w = z = -1 is a
+    'counterexample' the guards exclude, and a true rule is refuted."""
+    result = prove(_rule("relu_of_linked_positive"), Bound(dtypes=(TensorProto.FLOAT,)))
+    assert result.status == PROVED, result.reason
+
+
+@RS.rule
+def neg_head_beside_a_guarded_quotient(w: Tensor, z: Tensor, k: Tensor) -> Rewrite:
+    """Concat(-w, z·k) = Concat(w, z·k + z/(z + k)) for z >= 0, k = 1 given as a guard on its
+    value (not filled in as a constant)   (false in w only)"""
+    lhs = op.Concat(-w, z * k, axis=0)
+    rhs = op.Concat(w, z * k + z / (z + k), axis=0)
+    return rewrite(lhs).to(
+        rhs, w.shape == [1], z.shape == [1], k.shape == [1],
+        z.is_scalar(), z.value() >= 0, k.is_scalar(), k.value() == 1,
+    )  # fmt: skip
+
+
+def test_a_counterexample_satisfies_the_guards_of_variables_outside_its_element() -> None:
+    """The w element's model leaves z and k open; a counterexample must still give them values
+    the guards allow (k = 1, z >= 0), so the reason is the sides' difference, not a right side
+    'undefined' at k = 0, and ORT confirms it."""
+    result = prove(_rule("neg_head_beside_a_guarded_quotient"), Bound(dtypes=(TensorProto.INT64,)))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ", cx.why
+    assert cx.inputs["k"] == [1] and cx.inputs["z"][0] >= 0
+    assert cx.lhs_ort is not None and cx.lhs_ort[0] == -cx.rhs_ort[0] != 0
