@@ -68,6 +68,38 @@ def _set(h: highspy.Highs, option: str, value: bool | float | str) -> None:
         raise RuntimeError(f"HiGHS refused option {option} = {value!r}")
 
 
+def configured_highs(
+    seconds: float, rel_gap: float, abs_gap: float, *, presolve: bool = True
+) -> highspy.Highs:
+    """A quiet `Highs` that stops after `seconds` (at least 1 ms) or within `rel_gap` /
+    `abs_gap` (at least 1e-9) of its bound, with presolve on or off, and no feasibility jump:
+    that heuristic looks for a first solution, the warm start is one, and on large blocks it
+    ran for seconds before the root LP, deaf to interrupts. (HiGHS before 1.11 has no such
+    option, nor the heuristic: that one setting is not checked.)"""
+    h = quiet_highs()
+    _set(h, "time_limit", max(seconds, 1e-3))
+    if not presolve:
+        _set(h, "presolve", "off")
+    _set(h, "mip_rel_gap", rel_gap)
+    _set(h, "mip_abs_gap", max(abs_gap, 1e-9))
+    h.setOptionValue("mip_heuristic_run_feasibility_jump", False)
+    return h
+
+
+_STATUS_NAMES = {
+    highspy.HighsModelStatus.kOptimal: "optimal",
+    highspy.HighsModelStatus.kTimeLimit: "time limit",
+    highspy.HighsModelStatus.kInterrupt: "time limit",  # our callback's time limit
+    highspy.HighsModelStatus.kInfeasible: "infeasible",
+}
+
+
+def status_name(h: highspy.Highs, status: highspy.HighsModelStatus) -> str:
+    """The report's name of a model status: HiGHS's own time limit and our interrupt are both
+    "time limit"; statuses we do not name keep HiGHS's text."""
+    return _STATUS_NAMES.get(status, h.modelStatusToString(status))
+
+
 def _flush_c_stdout() -> None:
     with contextlib.suppress(OSError, AttributeError):  # no C library (not CPython/POSIX)
         ctypes.CDLL(None).fflush(None)
@@ -177,16 +209,7 @@ class BlockModel:
         presolve: bool = True,
     ) -> Solved:
         """One HiGHS run, started from the valid selection `warm` (None: no start given)."""
-        h = quiet_highs()
-        _set(h, "time_limit", max(seconds, 1e-3))
-        if not presolve:
-            _set(h, "presolve", "off")
-        _set(h, "mip_rel_gap", rel_gap)
-        _set(h, "mip_abs_gap", max(abs_gap, 1e-9))
-        # Feasibility jump looks for a first solution; the warm start is one, and on large
-        # blocks the heuristic ran for seconds before the root LP, deaf to interrupts. Not
-        # checked: HiGHS before 1.11 has no such option (nor the heuristic).
-        h.setOptionValue("mip_heuristic_run_feasibility_jump", False)
+        h = configured_highs(seconds, rel_gap, abs_gap, presolve=presolve)
         inf = h.getInfinity()
         h.passModel(
             self.cols,
@@ -220,12 +243,7 @@ class BlockModel:
         h.run()
         status = h.getModelStatus()
         info = h.getInfo()
-        name = {
-            highspy.HighsModelStatus.kOptimal: "optimal",
-            highspy.HighsModelStatus.kTimeLimit: "time limit",
-            highspy.HighsModelStatus.kInterrupt: "time limit",
-            highspy.HighsModelStatus.kInfeasible: "infeasible",
-        }.get(status, h.modelStatusToString(status))
+        name = status_name(h, status)
         bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else 0.0
         if name == "optimal":
             bound = max(bound, 0.0)

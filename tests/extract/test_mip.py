@@ -19,7 +19,15 @@ import highspy
 import pytest
 
 from rewrite.extract import check_choice, greedy, ilp, to_problem
-from rewrite.extract.mip import BlockModel, Solved, _set, levels, quiet_highs
+from rewrite.extract.mip import (
+    BlockModel,
+    Solved,
+    _set,
+    configured_highs,
+    levels,
+    quiet_highs,
+    status_name,
+)
 from rewrite.extract.problem import Problem
 from rewrite.extract.solution import split
 from tests.extract.brute import brute_force
@@ -329,3 +337,38 @@ def test_an_option_highs_refuses_raises() -> None:
         _set(h, "mip_rel_gapp", 0.0)
     with pytest.raises(RuntimeError, match="time_limit"):
         _set(h, "time_limit", "soon")
+
+
+def _option(h: highspy.Highs, name: str) -> object:
+    status, value = h.getOptionValue(name)
+    assert status == highspy.HighsStatus.kOk, name
+    return value
+
+
+@pytest.mark.parametrize("presolve", [True, False])
+def test_highs_is_configured_as_the_solve_asks(presolve: bool) -> None:
+    """Every limit reaches HiGHS (its defaults are a gap of 1e-4 and no time limit), with the
+    floors that keep a zero from meaning 'stop now' or 'never prove optimal'."""
+    h = configured_highs(2.5, 0.01, 0.25, presolve=presolve)
+    assert _option(h, "time_limit") == 2.5
+    assert _option(h, "mip_rel_gap") == 0.01
+    assert _option(h, "mip_abs_gap") == 0.25
+    assert _option(h, "presolve") == ("choose" if presolve else "off")
+    if (
+        quiet_highs().getOptionValue("mip_heuristic_run_feasibility_jump")[0]
+        == highspy.HighsStatus.kOk
+    ):
+        assert _option(h, "mip_heuristic_run_feasibility_jump") is False
+    floor = configured_highs(0.0, 0.0, 0.0)
+    assert _option(floor, "time_limit") == 1e-3
+    assert _option(floor, "mip_abs_gap") == 1e-9
+
+
+def test_both_ways_of_running_out_of_time_are_named_time_limit() -> None:
+    h = quiet_highs()
+    status = highspy.HighsModelStatus
+    assert status_name(h, status.kTimeLimit) == "time limit"
+    assert status_name(h, status.kInterrupt) == "time limit"
+    assert status_name(h, status.kOptimal) == "optimal"
+    assert status_name(h, status.kInfeasible) == "infeasible"
+    assert status_name(h, status.kUnbounded) == h.modelStatusToString(status.kUnbounded)
