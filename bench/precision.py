@@ -178,6 +178,7 @@ def bench_model(model: Path, args: argparse.Namespace) -> dict[str, Any]:
             "forms": sorted({c["form"] for c in rw.get("changed", [])}),
             "matched_budget": rm.get("max_error"),
             "matched_lowered": len(rm.get("changed", [])),
+            "matched_result": rm.get("result", ""),
             "candidates": rw.get("candidates", 0),
             "made_s": v["made_s"],
         }
@@ -238,6 +239,9 @@ def main() -> None:
                 f"{cell('ort_static')} | {ours} | {matched} | "
                 f"{verdict(row, args.max_error)} |")  # fmt: skip
         print(line, flush=True)
+        for k, text in (("rewrite", row["result"]), ("rewrite_matched", row["matched_result"])):
+            if text and not text.startswith("lowered"):  # the pass's own reason for exact
+                print(f"    {row['model']} {k}: {text}", flush=True)
     tr = [r["speedup"]["rewrite"] for r in rows if "rewrite" in r["speedup"]]
     if tr:
         geo = math.exp(sum(math.log(x) for x in tr) / len(tr))
