@@ -573,3 +573,39 @@ def test_a_counterexample_satisfies_the_guards_of_variables_outside_its_element(
     assert cx is not None and cx.why == "the sides differ", cx.why
     assert cx.inputs["k"] == [1] and cx.inputs["z"][0] >= 0
     assert cx.lhs_ort is not None and cx.lhs_ort[0] == -cx.rhs_ort[0] != 0
+
+
+@RS.rule
+def exp_only_at_five(x: Tensor, c: Tensor) -> Rewrite:
+    """Where(x == c, Exp(x), 0) = 0 for c = 5   (false only at x = 5, which no seeded random
+    input hits: the counterexample must be Z3's own, confirmed in float64)"""
+    lhs = op.Where(op.Equal(x, c), op.Exp(x), x - x)
+    return rewrite(lhs).to(x - x, c.is_scalar(), c.value() == 5.0)
+
+
+def test_a_counterexample_the_random_inputs_miss_is_z3s() -> None:
+    """_counterexample 43: with the random search empty-handed and Z3's witness confirmed in
+    float64, the witness is reported (not a crash reading the search's missing result)."""
+    result = prove(_rule("exp_only_at_five"), Bound(dtypes=(TensorProto.FLOAT,)))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ (confirmed in float64)"
+    assert cx.inputs == {"x": [5.0], "c": [5.0]}
+    assert np.asarray(cx.lhs, dtype=float)[0] == pytest.approx(np.exp(5.0), rel=1e-6)
+
+
+@RS.rule
+def exp_of_positive_is_zero(x: Tensor) -> Rewrite:
+    """Where(x > 0, Exp(x), 0) = 0   (false for every x > 0; the gap grows with x)"""
+    return rewrite(op.Where(op.Greater(x, x - x), op.Exp(x), x - x)).to(x - x)
+
+
+def test_the_widest_of_z3s_and_the_random_witnesses_is_reported() -> None:
+    """_counterexample 45: where both Z3 (x = 0.5 here) and the seeded random inputs (normal,
+    sigma 2: some above 2) find a difference, the one where the sides differ most is shown."""
+    result = prove(_rule("exp_of_positive_is_zero"), Bound(dtypes=(TensorProto.FLOAT,)))
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ (confirmed in float64)"
+    assert cx.inputs["x"][0] > 2.0, cx.inputs
+    assert np.asarray(cx.lhs, dtype=float)[0] > np.exp(2.0)
