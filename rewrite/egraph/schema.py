@@ -55,6 +55,16 @@ _SAME_SHAPE = [
     "Round",
     "Not",
     "Clip",
+    "Softplus",
+    "Softsign",
+    "LeakyRelu",
+    "Elu",
+    "Celu",
+    "Selu",
+    "ThresholdedRelu",
+    "HardSigmoid",
+    "HardSwish",
+    "PRelu",  # the slope broadcasts to X: X's shape
 ]
 _BROADCAST = ("Add", "Sub", "Mul", "Div", "Pow", "Sum", "Max", "Min", "And", "Or", "Xor")
 _TESTS = ("IsNaN", "IsInf")

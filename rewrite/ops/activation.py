@@ -21,6 +21,7 @@ import z3  # type: ignore[import-untyped]  # ships no type hints
 
 from rewrite.errors import ShapeError
 from rewrite.ops._z3 import SIGNED, const, is_int, vmap
+from rewrite.ops.activation_z3 import HARD_SWISH_ALPHA, Z3_SEMANTICS, selu
 from rewrite.ops.base import (
     EggSig,
     OpCall,
@@ -36,6 +37,7 @@ from rewrite.ops.registry import register
 from rewrite.ops.unary import TRANSCENDENTAL, erf
 
 Array = np.ndarray
+F32 = np.float32
 
 SELU_ALPHA = 1.67326319217681884765625
 SELU_GAMMA = 1.05070102214813232421875
@@ -53,55 +55,88 @@ def _f64(fn: Callable[[OpCall, Array], Array]) -> ReferenceFn:
     return reference
 
 
+def _stepwise(fn: Callable[[OpCall, Array], Array]) -> ReferenceFn:
+    """Evaluate `fn(call, x)` step by step in ORT's working type (float32, float64 for a
+    double X: ORT runs float16 through float32) and return it in X's dtype: the kernels'
+    roundings, so float32 outputs are ORT's bit for bit where `fn` uses no exp."""
+
+    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        x = arrays[0]
+        assert x is not None
+        work = np.float64 if x.dtype == np.float64 else np.float32
+        with np.errstate(all="ignore"):
+            return [np.asarray(fn(call, x.astype(work))).astype(x.dtype)]
+
+    return reference
+
+
+def _attr(call: OpCall, name: str, default: float) -> float:
+    """A float attribute as ORT's kernel holds it (a float32; ORT's defaults are float
+    literals too)."""
+    return float(F32(call.attr(name, default)))
+
+
 def _softplus(call: OpCall, x: Array) -> Array:
-    """log(1 + exp(x))."""
+    """Softplus(x) = log(1 + exp(x))."""
     return np.logaddexp(0.0, x)
 
 
 def _softsign(call: OpCall, x: Array) -> Array:
-    """x / (1 + |x|)."""
-    return x / (1.0 + np.abs(x))
+    """Softsign(x) = (1 + |x|)⁻¹·x."""
+    one = x.dtype.type(1)
+    return (one / (one + np.abs(x))) * x
 
 
 def _leaky_relu(call: OpCall, x: Array) -> Array:
-    """x if x >= 0 else alpha·x (alpha = 0.01)."""
-    return np.where(x >= 0, x, call.attr("alpha", 0.01) * x)
+    """LeakyRelu(x) = x if x >= 0 else alpha·x (alpha = 0.01)."""
+    return np.where(x >= 0, x, x.dtype.type(_attr(call, "alpha", 0.01)) * x)
+
+
+def _expm1(x: Array) -> Array:
+    """exp(x) - 1 as ORT's kernels compute it (no expm1)."""
+    return np.exp(x) - x.dtype.type(1)
 
 
 def _elu(call: OpCall, x: Array) -> Array:
-    """x if x >= 0 else alpha·(exp(x) - 1) (alpha = 1)."""
-    return np.where(x >= 0, x, call.attr("alpha", 1.0) * np.expm1(x))
+    """Elu(x) = x if x >= 0 else alpha·(exp(x) - 1) (alpha = 1)."""
+    return np.where(x >= 0, x, x.dtype.type(_attr(call, "alpha", 1.0)) * _expm1(x))
 
 
 def _celu(call: OpCall, x: Array) -> Array:
-    """max(0, x) + min(0, alpha·(exp(x / alpha) - 1)) (alpha = 1)."""
-    alpha = call.attr("alpha", 1.0)
-    return np.maximum(0.0, x) + np.minimum(0.0, alpha * np.expm1(x / alpha))
+    """Celu(x) = max(x, 0) + min(alpha·(exp(x / alpha) - 1), 0) (alpha = 1)."""
+    alpha, zero = x.dtype.type(_attr(call, "alpha", 1.0)), x.dtype.type(0)
+    return np.maximum(x, zero) + np.minimum(alpha * _expm1(x / alpha), zero)
 
 
 def _selu(call: OpCall, x: Array) -> Array:
-    """gamma·x if x > 0 else gamma·alpha·(exp(x) - 1)."""
-    alpha, gamma = call.attr("alpha", SELU_ALPHA), call.attr("gamma", SELU_GAMMA)
-    return gamma * np.where(x > 0, x, alpha * np.expm1(x))
+    """Selu(x) = gamma·(max(x, 0) + min(alpha·(exp(x) - 1), 0))."""
+    alpha = x.dtype.type(_attr(call, "alpha", SELU_ALPHA))
+    gamma, zero = x.dtype.type(_attr(call, "gamma", SELU_GAMMA)), x.dtype.type(0)
+    return gamma * (np.maximum(x, zero) + np.minimum(alpha * _expm1(x), zero))
 
 
 def _thresholded_relu(call: OpCall, x: Array) -> Array:
-    """x if x > alpha else 0 (alpha = 1)."""
-    return np.where(x > call.attr("alpha", 1.0), x, 0.0)
+    """ThresholdedRelu(x) = x if x > alpha else 0 (alpha = 1)."""
+    return np.where(x > x.dtype.type(_attr(call, "alpha", 1.0)), x, x.dtype.type(0))
+
+
+def _hard_sigmoid_of(x: Array, alpha: float, beta: float) -> Array:
+    t = x.dtype.type
+    return np.maximum(np.minimum(t(alpha) * x + t(beta), t(1)), t(0))
 
 
 def _hard_sigmoid(call: OpCall, x: Array) -> Array:
-    """max(0, min(1, alpha·x + beta)) (alpha = 0.2, beta = 0.5)."""
-    return np.clip(call.attr("alpha", 0.2) * x + call.attr("beta", 0.5), 0.0, 1.0)
+    """HardSigmoid(x) = max(min(alpha·x + beta, 1), 0) (alpha = 0.2, beta = 0.5)."""
+    return _hard_sigmoid_of(x, _attr(call, "alpha", 0.2), _attr(call, "beta", 0.5))
 
 
 def _hard_swish(call: OpCall, x: Array) -> Array:
-    """x · max(0, min(1, x/6 + 1/2))."""
-    return x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)
+    """HardSwish(x) = x·max(0, min(1, x/6 + 1/2)) (1/6 a float32, as ORT's)."""
+    return x * _hard_sigmoid_of(x, HARD_SWISH_ALPHA, 0.5)
 
 
 def _mish(call: OpCall, x: Array) -> Array:
-    """x · tanh(softplus(x))."""
+    """Mish(x) = x·tanh(Softplus(x))."""
     return x * np.tanh(np.logaddexp(0.0, x))
 
 
@@ -213,6 +248,24 @@ def _z3_clip(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     return [vmap(clip, x)]
 
 
+_ALPHA = (("alpha", "f64", 1.0),)
+_TYPED: dict[str, EggSig] = {
+    "Softplus": EggSig(),
+    "Softsign": EggSig(),
+    "LeakyRelu": EggSig(attrs=(("alpha", "f64", 0.01),)),
+    "Elu": EggSig(attrs=_ALPHA),
+    "Celu": EggSig(attrs=_ALPHA),
+    "Selu": EggSig(attrs=(("alpha", "f64", SELU_ALPHA), ("gamma", "f64", SELU_GAMMA))),
+    "ThresholdedRelu": EggSig(attrs=_ALPHA),
+    "HardSigmoid": EggSig(attrs=(("alpha", "f64", 0.2), ("beta", "f64", 0.5))),
+    "HardSwish": EggSig(),
+}
+"""The typed forms. Mish (opset 18) and Gelu (opset 20) have Z3 semantics but stay opaque:
+the prover and the self-test run a rule's sides in ORT as opset-17 models
+(`verify.ort_sides.side_model`), where ORT has no Mish or Gelu, and no rule could write them
+into a model of an older opset."""
+_Z3 = {**Z3_SEMANTICS, "Selu": selu(SELU_ALPHA, SELU_GAMMA)}
+
 for _name, _fn, _k in (
     ("Softplus", _softplus, TRANSCENDENTAL),
     ("Softsign", _softsign, 3.0),
@@ -226,8 +279,28 @@ for _name, _fn, _k in (
     ("Mish", _mish, 3 * TRANSCENDENTAL),
     ("Gelu", _gelu, TRANSCENDENTAL + 4),
 ):
-    register(OpSpec(_name, same_type, _f64(_fn), per_element(_k), doc=_fn.__doc__ or ""))
-register(OpSpec("PRelu", _prelu_infer, _prelu_ref, per_element(2)))
+    register(
+        OpSpec(
+            _name,
+            same_type,
+            (_f64 if _name in ("Softplus", "Mish", "Gelu") else _stepwise)(_fn),
+            per_element(_k),
+            doc=_fn.__doc__ or "",
+            egg=_TYPED.get(_name),
+            z3=_Z3.get(_name),
+        )
+    )
+register(
+    OpSpec(
+        "PRelu",
+        _prelu_infer,
+        _prelu_ref,
+        per_element(2),
+        egg=EggSig(n_inputs=2),
+        z3=_Z3["PRelu"],
+        doc="PRelu(X, slope) = X if X >= 0 else slope·X (slope broadcasts to X)",
+    )
+)
 register(
     OpSpec(
         "Clip",

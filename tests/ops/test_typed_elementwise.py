@@ -16,15 +16,11 @@ import pytest
 from onnx import TensorProto as P
 from onnx import helper as h
 
-from rewrite.egraph.encode import encode
 from rewrite.errors import ShapeError
-from rewrite.onnx_io import load
 from rewrite.ops import OpCall, TensorType, lookup
 from rewrite.ops._binary_z3 import pow_multiplies
-from rewrite.pipeline import Options, optimize
-from rewrite.report import STATUS_OPTIMIZED
-from rewrite.rules.load import select_rulesets
 from tests.ops.harness import check_op
+from tests.ops.roundtrip import assert_optimizes_identically
 
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.0, -2.5, 0.5, 3.0, 1e-40, 3e38]
 Input = tuple[int, tuple[int, ...]]
@@ -109,19 +105,9 @@ def test_one_op_model_is_typed_and_optimizes_identically(
 ) -> None:
     op, inputs, attrs = case
     model = _model(op, inputs, attrs)
-    src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
-    onnx.save(model, src)
-    enc = encode(load(src))
-    assert enc.opaque_nodes == 0 and enc.typed == 1, f"{op} is not encoded typed"
-
     rng = np.random.default_rng(0)
     feeds = {f"x{i}": _values(t[0], t[1], rng) for i, t in enumerate(inputs) if t is not None}
-    opts = Options(rulesets=select_rulesets(no_rules=True, target="cpu"), isolate=False)
-    report = optimize(src, dst, opts)
-    assert report.status == STATUS_OPTIMIZED, report.warnings
-    for want, got in zip(_ort(model, feeds), _ort(dst, feeds), strict=True):
-        assert want.dtype == got.dtype and want.shape == got.shape
-        assert want.tobytes() == got.tobytes(), f"{op}: {want} != {got}"
+    assert_optimizes_identically(model, feeds, tmp_path)
 
 
 def test_a_clip_with_a_non_scalar_bound_stays_opaque_in_infer() -> None:

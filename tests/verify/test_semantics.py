@@ -144,6 +144,17 @@ CASES = [
     OpCase("AveragePool", ((1, 2, 4, 4),), values={"kernel_shape": (2, 2)}),
     OpCase("ArgMax", ((2, 3, 4),), values={"axis": 1, "keepdims": 0}),
     OpCase("ArgMin", ((2, 3, 4),), I64, {"axis": -1, "select_last_index": 1}, data="ints"),
+    OpCase("Softplus", ((2, 3),)),
+    OpCase("Softsign", ((2, 3),)),
+    OpCase("LeakyRelu", ((2, 3),), values={"alpha": 0.2}),
+    OpCase("Elu", ((2, 3),), values={"alpha": 0.7}),
+    OpCase("Celu", ((2, 3),), values={"alpha": 1.5}),
+    OpCase("Selu", ((2, 3),)),
+    OpCase("ThresholdedRelu", ((2, 3),), values={"alpha": 0.5}),
+    OpCase("HardSigmoid", ((2, 3),), values={"alpha": 0.3, "beta": 0.4}),
+    OpCase("HardSwish", ((2, 3),)),
+    OpCase("PRelu", ((2, 3, 4), (3, 1))),
+    OpCase("PRelu", ((2, 3), (3,)), T.INT32, data="ints"),
 ]
 
 
