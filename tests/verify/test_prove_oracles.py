@@ -609,3 +609,26 @@ def test_the_widest_of_z3s_and_the_random_witnesses_is_reported() -> None:
     assert cx is not None and cx.why == "the sides differ (confirmed in float64)"
     assert cx.inputs["x"][0] > 2.0, cx.inputs
     assert np.asarray(cx.lhs, dtype=float)[0] > np.exp(2.0)
+
+
+@RS.rule
+def doubled_head_beside_a_defined_quotient(w: Tensor, z: Tensor, k: Tensor) -> Rewrite:
+    """Concat(w, z·k) = Concat(w + w, z·k + (z / (|z| + k))·(z - z)) for k = 1   (false in w
+    only; the right side divides by |z| + 1, which no int32 z makes 0, and z is in no guard)"""
+    rhs = op.Concat(w + w, z * k + (z / (op.Abs(z) + k)) * (z - z), axis=0)
+    return rewrite(op.Concat(w, z * k, axis=0)).to(
+        rhs, w.shape == [1], z.shape == [1], k.shape == [1], k.is_one()
+    )
+
+
+def test_a_variable_in_no_guard_and_no_differing_element_leaves_the_right_side_defined() -> None:
+    """check_case 79, 81, 82 (model_completion dropped): the w element's model has no value for
+    z (no guard names it); the right side is defined for every z, so the counterexample is the
+    sides' difference, not 'the right side is undefined'."""
+    result = prove(
+        _rule("doubled_head_beside_a_defined_quotient"), Bound(dtypes=(TensorProto.INT32,))
+    )
+    assert result.status == REFUTED, result.reason
+    cx = result.counterexample
+    assert cx is not None and cx.why == "the sides differ", cx.why
+    assert cx.lhs_ort is not None and cx.rhs_ort[0] == 2 * cx.lhs_ort[0] != 0
