@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from rewrite.providers import provider
+
 MIN_NOISE = 0.01
 MIN_ROUNDS = 3
-PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
 
 @dataclass
@@ -74,7 +75,7 @@ def measure(
     """Time `before` and `after` on `feeds` (see the module docstring)."""
     import onnxruntime as ort
 
-    provider = PROVIDERS.get(target, target)
+    ep = provider(target)
 
     def session(path: str | Path) -> Any:
         so = ort.SessionOptions()
@@ -82,7 +83,7 @@ def measure(
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
-        return ort.InferenceSession(str(path), so, providers=[provider])
+        return ort.InferenceSession(str(path), so, providers=[ep])
 
     sessions = [session(before), session(after)]
     names = [{i.name for i in s.get_inputs()} for s in sessions]
@@ -118,6 +119,6 @@ def measure(
         rounds=len(ratios),
         runs=runs,
         threads=threads,
-        provider=provider,
+        provider=ep,
         ratios=[round(x, 4) for x in ratios],
     )

@@ -24,6 +24,7 @@ LAYERS = {
     "rewrite.paths": BASE,
     "rewrite.limits": BASE,
     "rewrite.files": BASE,
+    "rewrite.providers": BASE,
     "rewrite.ops": OPS,
     "rewrite.onnx_io": ONNX_IO,
     "rewrite.egraph": EGRAPH,

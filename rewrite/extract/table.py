@@ -28,11 +28,11 @@ from typing import Any
 
 from rewrite.files import atomic_text
 from rewrite.paths import user_cache_dir
+from rewrite.providers import EP_OF
 
 SCHEMA = 1
 """Version of the JSON layout; a file with another schema is not used."""
 
-EP_OF = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 """ORT execution provider that a target name stands for."""
 
 DEFAULT_CPU = Path(__file__).with_name("default_cpu.json")

@@ -28,10 +28,10 @@ from onnx import TensorProto, helper
 from rewrite.files import atomic_text
 from rewrite.paths import user_cache_dir
 from rewrite.precision.forms import MS, Candidate, build
+from rewrite.providers import provider
 
 ROUNDS = 5
 RUNS = 5
-PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
 
 @cache
@@ -50,7 +50,7 @@ def cpu_isa() -> str:
 def table_key(target: str, threads: int) -> str:
     import onnxruntime as ort
 
-    return f"{cpu_isa()}|ort {ort.__version__}|{PROVIDERS.get(target, target)}|{threads}t"
+    return f"{cpu_isa()}|ort {ort.__version__}|{provider(target)}|{threads}t"
 
 
 def shape_key(c: Candidate, a_shape: tuple[int, ...]) -> str:
@@ -90,9 +90,7 @@ def session(model: onnx.ModelProto, *, target: str = "cpu", threads: int = 1) ->
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.log_severity_level = 3
-    return ort.InferenceSession(
-        model.SerializeToString(), so, providers=[PROVIDERS.get(target, target)]
-    )
+    return ort.InferenceSession(model.SerializeToString(), so, providers=[provider(target)])
 
 
 def time_pair(
