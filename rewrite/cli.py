@@ -290,9 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     o.add_argument(
         "--target",
-        choices=["cpu", "cuda"],
+        choices=["cpu", "cuda", "portable"],
         default="cpu",
-        help="cost model target (default %(default)s)",
+        help="cost model target (default %(default)s); portable: only standard ONNX ops are "
+        "written (besides the input's own) and only portable rules run, priced as the CPU EP",
     )
     o.add_argument(
         "--dim",

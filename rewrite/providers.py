@@ -8,5 +8,6 @@ EP_OF = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
 
 def provider(target: str) -> str:
-    """The provider of `target`; a name that is not a target is taken as a provider name."""
-    return EP_OF.get(target, target)
+    """The provider of `target` (`portable` runs on the CPU provider here); a name that is not
+    a target is taken as a provider name."""
+    return EP_OF.get("cpu" if target == "portable" else target, target)

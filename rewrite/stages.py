@@ -25,9 +25,16 @@ from rewrite.egraph.snapshot import take_snapshot
 from rewrite.errors import ModelError, RewriteError
 from rewrite.estimates import POST_SECONDS_PER_NODE, post_seconds, weights_mb
 from rewrite.extract.check import check_choice
-from rewrite.extract.cost import CPU, CUDA, cost_by_op, graph_cost, node_costs
+from rewrite.extract.cost import (
+    cost_by_op,
+    graph_cost,
+    node_costs,
+    op_types,
+    standard_only,
+)
 from rewrite.extract.greedy import greedy
 from rewrite.extract.snapshot import Choice, ENode, Snapshot
+from rewrite.extract.target import TARGETS
 from rewrite.isolate import in_worker
 from rewrite.limits import Deadline, peak_rss_mb
 from rewrite.lowering import lower_staged
@@ -42,7 +49,6 @@ from rewrite.rules.fold import fold_constants
 from rewrite.rules.saturate import saturate
 from rewrite.saving import Saver
 
-TARGETS = {"cpu": CPU, "cuda": CUDA}
 _KEPT: list[object] = []
 """Inside a worker, a finished job's big objects are kept here rather than freed: the worker
 exits right after sending its result, and the kernel reclaims them at once."""
@@ -284,6 +290,8 @@ def _optimize_graph(
     }
     with clock.stage("extract"):
         costs = node_costs(snap.retyped(concrete), target, opts.dims, snap)
+        if opts.target == "portable":  # only standard ONNX ops besides the input's own
+            costs = standard_only(costs, snap, op_types(before))
         left = None if deadline is None else deadline - time.monotonic()
         choice = _extract(snap, costs, opts, left, report)
         report.cost_after_us = graph_cost(snap, choice, costs)

@@ -350,6 +350,30 @@ def _is_absent(nodes: list[ENode]) -> bool:
     return any(n.op == "Absent" for n in nodes)
 
 
+STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
+
+
+def standard_only(costs: NodeCosts, snapshot: Snapshot, keep: set[tuple[str, str]]) -> NodeCosts:
+    """`costs` with every e-node of an op outside the standard ONNX domains priced `inf`, so
+    no extractor writes it, unless the input graph already has that (domain, op) (`keep`):
+    the `portable` target writes only standard ONNX ops besides the input's own."""
+    out = dict(costs)
+    for c in snapshot:
+        for n in c.nodes:
+            if (
+                n.op not in LEAVES
+                and n.domain not in STANDARD_DOMAINS
+                and (n.domain, n.op) not in keep
+            ):
+                out[(c.id, n)] = math.inf
+    return out
+
+
+def op_types(snapshot: Snapshot) -> set[tuple[str, str]]:
+    """Every (domain, op) of a snapshot's e-nodes."""
+    return {(n.domain, n.op) for c in snapshot for n in c.nodes}
+
+
 def enode_cost(
     snapshot: Snapshot, cid: int, enode: ENode, target: Target = CPU, dims: Dims | None = None
 ) -> float:

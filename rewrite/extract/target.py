@@ -134,7 +134,10 @@ CPU = load_target("cpu")
 CUDA = load_target("cuda")
 """ORT CUDA EP: this machine's calibration, else the built-in constants."""
 
-TARGETS = {t.name: t for t in (CPU, CUDA)}
+TARGETS = {t.name: t for t in (CPU, CUDA)} | {"portable": CPU}
+"""Cost model per `--target`. `portable` (any ONNX runtime) is priced as the CPU EP, the one
+runtime we can time here; what makes it portable is what may be written (`cost.standard_only`
+and the `portable` rule tag)."""
 
 
 def coeff_key(node: ENode, call: OpCall | None, const_b: bool = True) -> str:

@@ -1,0 +1,91 @@
+"""`--target portable`: only rules that serve any runtime run, nothing outside the standard
+ONNX domains is written besides the input's own ops (even by a rule that would write one),
+and lowering precision into ORT's contrib ops is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from rewrite.cli import main
+
+SILU_RULE = '''
+from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
+
+MINE = RuleSet("mine")
+
+
+@MINE.rule(tags=["exact", "portable"])  # tagged portable, but writes a com.microsoft op
+def silu_to_quickgelu(x: Tensor) -> Rewrite:
+    """x · sigmoid(x) = QuickGelu(x, alpha=1)"""
+    return rewrite(x * op.Sigmoid(x)).to(op.ms.QuickGelu(x, alpha=1.0))
+'''
+
+
+def _model(path: Path) -> None:
+    """x·sigmoid(x), then a residual Add into LayerNormalization (the `ort` rule set's
+    add_as_sum target on CPU)."""
+    n = helper.make_node
+    g = helper.make_graph(
+        [
+            n("Sigmoid", ["x"], ["s"]),
+            n("Mul", ["x", "s"], ["silu"]),
+            n("Add", ["silu", "r"], ["sum"]),
+            n("LayerNormalization", ["sum", "gamma", "beta"], ["y"], axis=-1),
+        ],
+        "m",
+        [helper.make_tensor_value_info(v, TensorProto.FLOAT, [1, 16, 32]) for v in ("x", "r")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 32])],
+        [
+            numpy_helper.from_array(np.ones(32, np.float32), "gamma"),
+            numpy_helper.from_array(np.zeros(32, np.float32), "beta"),
+        ],
+    )
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def _run(tmp: Path, target: str) -> tuple[dict, set[tuple[str, str]]]:
+    src, dst, rep, rules = tmp / "m.onnx", tmp / f"{target}.onnx", tmp / "r.json", tmp / "r.py"
+    _model(src)
+    rules.write_text(SILU_RULE)
+    argv = ["optimize", str(src), str(dst), "--rules", str(rules), "--target", target]
+    assert main([*argv, "--report", str(rep), "-q"]) == 0
+    ops = {(nd.domain, nd.op_type) for nd in onnx.load(dst).graph.node}
+    return json.loads(rep.read_text()), ops
+
+
+def test_portable_writes_only_standard_ops_and_runs_only_portable_rules(tmp_path: Path) -> None:
+    report, ops = _run(tmp_path, "cpu")
+    assert ("com.microsoft", "QuickGelu") in ops and ("", "Sum") in ops, ops  # the control
+    report, ops = _run(tmp_path, "portable")
+    assert all(d in ("", "ai.onnx") for d, _ in ops), ops
+    assert ("", "Sum") not in ops, "add_as_sum serves ORT's CPU EP only"
+    assert "add_as_sum" not in report["rules_applied"]
+    assert report["rules_applied"].get("silu_to_quickgelu", 0) > 0  # it ran, was not written
+    assert report["verification"]["ok"] is True
+
+
+def test_an_input_contrib_op_is_kept_under_portable(tmp_path: Path) -> None:
+    src, dst = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    g = helper.make_graph(
+        [helper.make_node("QuickGelu", ["x"], ["y"], domain="com.microsoft", alpha=1.0)],
+        "m",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    onnx.save(helper.make_model(g, opset_imports=opsets), src)
+    assert main(["optimize", str(src), str(dst), "--target", "portable", "-q"]) == 0
+    assert [n.op_type for n in onnx.load(dst).graph.node] == ["QuickGelu"]
+
+
+def test_lower_precision_is_refused_under_portable(tmp_path: Path, capsys) -> None:
+    src, dst = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    _model(src)
+    argv = ["optimize", str(src), str(dst), "--target", "portable", "--precision", "auto"]
+    assert main([*argv, "--max-error", "1e-2", "-q"]) == 1
+    assert "portable" in capsys.readouterr().err and not dst.exists()
