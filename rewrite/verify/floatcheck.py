@@ -1,6 +1,6 @@
 """The float check: what an exact-in-reals rule does in the IEEE arithmetic ORT runs.
 
-`float_check(rule, cases, bound, bits=...)` takes the smallest proved cases of a rule (one per
+`float_check(cases, bits=...)` takes the smallest proved cases of a rule (one per
 rewrite and dtype mix, at most `MAX_CASES`) and, for each, the case itself and, when the rule
 neither casts nor tests dtypes, its float16 view (float32 -> float16):
 
@@ -27,8 +27,7 @@ import onnx
 import z3  # type: ignore[import-untyped]  # ships no type hints
 
 from rewrite.ops._z3 import IEEE, arithmetic, const, is_int
-from rewrite.rules.rule import Rule
-from rewrite.verify.bound import Bound, touches_dtype
+from rewrite.verify.bound import touches_dtype
 from rewrite.verify.cases import Case
 from rewrite.verify.confirm import TOLERANCES, Sessions, agree, bit_identical, reproduces
 from rewrite.verify.evaluate import Evaluator, numpy_backend
@@ -48,7 +47,7 @@ SPECIAL = (
 INT_SPECIAL = (0, 1, -1, 2, -2, 3, 7, -7, 2**24 + 1, 2**31 - 1, -(2**31), 2**62, -(2**63))
 
 
-def float_check(rule: Rule, cases: list[Case], bound: Bound, *, bits: bool) -> Any:
+def float_check(cases: list[Case], *, bits: bool) -> Any:
     """None when every checked case holds; a `Counterexample`; or why it is unknown."""
     from rewrite.verify.sides import retype
 
@@ -61,7 +60,7 @@ def float_check(rule: Rule, cases: list[Case], bound: Bound, *, bits: bool) -> A
         if floats and not touches_dtype(case.rewrite):
             views.append(retype(case, {P.FLOAT: P.FLOAT16}))
     for case in views:
-        outcome = _check(case, bound, bits)
+        outcome = _check(case, bits)
         if outcome is not None:
             return outcome
     return None
@@ -71,7 +70,7 @@ def _numel(shape: Any) -> int:
     return int(np.prod(shape or ()))
 
 
-def _check(case: Case, bound: Bound, bits: bool) -> Any:
+def _check(case: Case, bits: bool) -> Any:
     from rewrite.verify.result import Counterexample
     from rewrite.verify.sides import RhsUndefinedError, build_sides
 

@@ -120,7 +120,7 @@ def _prove(rule: Rule, bound: Bound, t0: float) -> ProofResult:
         )
     from rewrite.verify.floatcheck import float_check
 
-    checked = float_check(rule, list(smallest.values()), bound, bits=mode == BITS)
+    checked = float_check(list(smallest.values()), bits=mode == BITS)
     dt = time.perf_counter() - t0
     if isinstance(checked, Counterexample):
         return ProofResult(REFUTED, bound.describe(), n, dt, checked)

@@ -631,4 +631,26 @@ def test_a_variable_in_no_guard_and_no_differing_element_leaves_the_right_side_d
     assert result.status == REFUTED, result.reason
     cx = result.counterexample
     assert cx is not None and cx.why == "the sides differ", cx.why
-    assert cx.lhs_ort is not None and cx.rhs_ort[0] == 2 * cx.lhs_ort[0] != 0
+    assert cx.lhs_ort is not None and cx.rhs_ort is not None
+    w = np.int32(cx.lhs_ort[0])
+    with np.errstate(over="ignore"):
+        assert cx.rhs_ort[0] == w + w != w  # int32: w + w wraps
+    assert cx.rhs_ort[1] == cx.lhs_ort[1]
+
+
+@RS.rule(tags=["bit-exact", "portable"])
+def times_three_twice(x: Tensor, a: Tensor) -> Rewrite:
+    """(x·a)·a = x·(a·a) for x = 683, a = 3   (bit-exact in float32, where every product is
+    an integer below 2^24; in float16 (x·3)·3 rounds twice: 6144 against 6148)"""
+    return rewrite((x * a) * a).to(
+        x * (a * a), x.is_scalar(), x.value() == 683.0, a.is_scalar(), a.value() == 3.0
+    )
+
+
+def test_a_bit_exact_rule_is_checked_bit_for_bit_in_float16() -> None:
+    """_prove 100 (the float check run without `bits`): a bit-exact rule's float16 view is
+    compared bit for bit, not within tolerance (6144 and 6148 are close, not equal); ORT runs
+    float16 Mul in float32 here and agrees, so the verdict is unknown, never proved."""
+    result = prove(_rule("times_three_twice"))
+    assert result.status == UNKNOWN, (result.status, result.reason)
+    assert "in float16 where the sides differ" in result.reason
