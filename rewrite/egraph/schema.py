@@ -49,6 +49,12 @@ _SAME_SHAPE = [
     "Log",
     "Sin",
     "Cos",
+    "Tan",
+    "Asin",
+    "Acos",
+    "Atan",
+    "Sinh",
+    "Cosh",
     "Sign",
     "Floor",
     "Ceil",
@@ -64,13 +70,19 @@ _SAME_SHAPE = [
     "ThresholdedRelu",
     "HardSigmoid",
     "HardSwish",
+    "Mish",
+    "Gelu",  # ONNX's (opset 20) and com.microsoft's
     "PRelu",  # the slope broadcasts to X: X's shape
 ]
-_BROADCAST = ("Add", "Sub", "Mul", "Div", "Pow", "Sum", "Max", "Min", "And", "Or", "Xor")
+_BROADCAST = (
+    "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Sum", "Mean", "Max", "Min", "And", "Or", "Xor",
+)  # fmt: skip
 _TESTS = ("IsNaN", "IsInf")
 """Same shape as the input, bool."""
 _COMPARISONS = ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")
 """Broadcast shape, bool."""
+_REDUCTIONS = ("ReduceSum", "ReduceMean", "ReduceSumSquare")
+"""X's dtype (the shape, which depends on the axes, comes from the op's `infer`)."""
 BOOL = 9
 
 PRELUDE = """
@@ -154,13 +166,11 @@ def _pattern(spec: OpSpec) -> str:
 def shape_rules(spec: OpSpec) -> list[str]:
     """egglog rules giving (shape e) and (dtype e) for a typed op from its arguments."""
     pat = _pattern(spec)
-    name = spec.name
+    name, egg = spec.name, egg_name(spec)  # egg: unique across domains (Gelu, ms_Gelu)
     rules: list[str] = []
 
     def rule(query: str, action: str, tag: str) -> None:
-        rules.append(
-            f'(rule ({pat} {query}) ({action}) :ruleset shapes :name "shape-{name}-{tag}")'
-        )
+        rules.append(f'(rule ({pat} {query}) ({action}) :ruleset shapes :name "shape-{egg}-{tag}")')
 
     if name in _SAME_SHAPE and spec.domain in ("", "com.microsoft"):
         rule("(= s (shape x0))", "(set (shape e) s)", "s")
@@ -168,9 +178,14 @@ def shape_rules(spec: OpSpec) -> list[str]:
     elif name == "Cast":
         rule("(= s (shape x0))", "(set (shape e) s)", "s")
         rule("", "(set (dtype e) a0)", "d")
+    elif name == "CastLike":
+        rule("(= s (shape x0))", "(set (shape e) s)", "s")
+        rule("(= d (dtype x1))", "(set (dtype e) d)", "d")
     elif name in _BROADCAST:
         rule("(= s0 (shape x0)) (= s1 (shape x1))", "(bcast-req s0 s1)", "req")
         rule("(= s0 (shape x0)) (= s1 (shape x1)) (= s (bcast s0 s1))", "(set (shape e) s)", "s")
+        rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
+    elif name in _REDUCTIONS and spec.domain == "":
         rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
     elif name in _TESTS and spec.domain == "":
         rule("(= s (shape x0))", "(set (shape e) s)", "s")

@@ -4,8 +4,11 @@ Contract: one `EClass` per canonical e-class of sort T or N; one `ENode` per (no
 constructor row; `TCons` lists flattened into the op's children; every class's type from the
 shape analysis, completed in Python by the ops' `infer` where egglog had none; each class lists
 the original value names it holds; roots are the graph outputs' classes, in order. An e-node
-with a vector argument that is not `writable` (a symbolic dim) is left out; a class holding an
-original value that is left with no e-node raises `EmptyClassError` naming the value and node.
+with a vector argument that is not `writable` (a symbolic dim), or of an ai.onnx op newer than
+the model's ai.onnx opset (a rule's Gelu, opset 20, in an opset-17 model: `registry.
+since_version`), is left out, so extraction never writes a node the model's opset lacks; a
+class holding an original value that is left with no e-node raises `EmptyClassError` naming
+the value and node.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from rewrite.egraph.schema import SYM_BASE, constructors, writable
 from rewrite.errors import ShapeError
 from rewrite.extract.snapshot import EClass, ENode, OpaqueInfo, Snapshot
 from rewrite.ops.base import UNKNOWN, TensorType
-from rewrite.ops.registry import lookup
+from rewrite.ops.registry import lookup, since_version
 
 _TENSOR_SORTS = ("T", "N")
 
@@ -47,6 +50,8 @@ def take_snapshot(enc: Encoded) -> Snapshot:
     globals_: dict[str, int] = {}
     opaque_rows: list[tuple[int, str, str, str, int, str]] = []
     typed = constructors()
+    opset = enc.graph.opset
+    too_new = {name for name, s in typed.items() if not s.domain and since_version(s.name) > opset}
     for fname, fn in frozen.functions.items():
         if fn.is_let_binding:
             for row in fn.rows:
@@ -90,6 +95,8 @@ def take_snapshot(enc: Encoded) -> Snapshot:
                     args.append(decoders[sort](v))
             if any(isinstance(a, tuple) and not writable(a) for a in args):
                 continue  # a vector built from a symbolic dim cannot be written back to ONNX
+            if fname in too_new:
+                continue  # the model's opset has no such op
             spec = typed.get(fname)
             op, domain = (spec.name, spec.domain) if spec is not None else (fname, "")
             cls.nodes.append(ENode(op, tuple(kids), tuple(args), domain=domain))

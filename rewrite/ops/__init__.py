@@ -23,6 +23,7 @@ from rewrite.ops import (  # noqa: F401  (import order: the registry must exist 
     shape,
     slice,
     transpose,
+    trig,
     unary,
 )
 from rewrite.ops.base import (

@@ -27,7 +27,8 @@ Array = np.ndarray
 _FLOAT16 = TensorProto.FLOAT16
 
 
-def _nan(t: Any) -> Any:
+def nan_of(t: Any) -> Any:
+    """The NaN of an IEEE term's sort."""
     return z3.fpNaN(t.sort())
 
 
@@ -121,25 +122,28 @@ def z3_log(t: Any) -> Any:
     if z3.is_fp(t):
         s = t.sort()
         positive = z3.If(z3.fpIsInf(t), z3.fpPlusInfinity(s), LOG(t))
-        below = z3.If(z3.fpIsNegative(t), _nan(t), positive)
-        return z3.If(z3.fpIsNaN(t), _nan(t), z3.If(z3.fpIsZero(t), z3.fpMinusInfinity(s), below))
+        below = z3.If(z3.fpIsNegative(t), nan_of(t), positive)
+        return z3.If(z3.fpIsNaN(t), nan_of(t), z3.If(z3.fpIsZero(t), z3.fpMinusInfinity(s), below))
     domain(to_real(t) > 0)
     return LOG(t)
 
 
-def _trig(uf: UF, at_zero: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def trig(uf: UF, at_zero: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A periodic function's element function: IEEE NaN at NaN and ±inf, `at_zero(t)` at
+    ±0, else `uf`; in reals `uf`."""
+
     def fn(t: Any) -> Any:
         if z3.is_fp(t):
             body = z3.If(z3.fpIsZero(t), at_zero(t), uf(t))
-            return z3.If(z3.Or(z3.fpIsNaN(t), z3.fpIsInf(t)), _nan(t), body)
+            return z3.If(z3.Or(z3.fpIsNaN(t), z3.fpIsInf(t)), nan_of(t), body)
         return uf(t)
 
     fn.__name__ = uf.name
     return fn
 
 
-z3_sin = _trig(SIN, lambda t: t)  # sin(±0) = ±0
-z3_cos = _trig(COS, lambda t: const(1, t))
+z3_sin = trig(SIN, lambda t: t)  # sin(±0) = ±0
+z3_cos = trig(COS, lambda t: const(1, t))
 
 
 def z3_abs(signed: bool) -> Callable[[Any], Any]:
@@ -166,7 +170,7 @@ def z3_sign(dtype: int, signed: bool) -> Callable[[Any], Any]:
             return z3.If(t != zero, one, zero)
         body = z3.If(t > zero, one, z3.If(t < zero, const(-1, t), zero))
         if z3.is_fp(t):
-            return z3.If(z3.fpIsNaN(t), zero if dtype == _FLOAT16 else _nan(t), body)
+            return z3.If(z3.fpIsNaN(t), zero if dtype == _FLOAT16 else nan_of(t), body)
         return body
 
     return fn

@@ -18,10 +18,17 @@ from collections.abc import Callable
 
 import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
+from onnx import TensorProto
 
 from rewrite.errors import ShapeError
 from rewrite.ops._z3 import SIGNED, const, is_int, vmap
-from rewrite.ops.activation_z3 import HARD_SWISH_ALPHA, Z3_SEMANTICS, selu
+from rewrite.ops.activation_z3 import (
+    GELU_B64,
+    GELU_C64,
+    HARD_SWISH_ALPHA,
+    Z3_SEMANTICS,
+    selu,
+)
 from rewrite.ops.base import (
     EggSig,
     OpCall,
@@ -142,7 +149,10 @@ def _mish(call: OpCall, x: Array) -> Array:
 
 def _gelu(call: OpCall, x: Array) -> Array:
     """approximate='none': x·Φ(x) = x/2·(1 + erf(x/√2));
-    'tanh': x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    'tanh': x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (a double X: ONNX's function body's
+    float32 constants, as ORT runs it)."""
+    if call.attr("approximate", "none") == "tanh" and call.input(0).dtype == TensorProto.DOUBLE:
+        return (0.5 * x) * (1.0 + np.tanh(GELU_B64 * (x + GELU_C64 * (x * x * x))))
     if call.attr("approximate", "none") == "tanh":
         return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
@@ -259,11 +269,20 @@ _TYPED: dict[str, EggSig] = {
     "ThresholdedRelu": EggSig(attrs=_ALPHA),
     "HardSigmoid": EggSig(attrs=(("alpha", "f64", 0.2), ("beta", "f64", 0.5))),
     "HardSwish": EggSig(),
+    "Mish": EggSig(),
+    "Gelu": EggSig(attrs=(("approximate", "String", "none"),)),
 }
-"""The typed forms. Mish (opset 18) and Gelu (opset 20) have Z3 semantics but stay opaque:
-the prover and the self-test run a rule's sides in ORT as opset-17 models
-(`verify.ort_sides.side_model`), where ORT has no Mish or Gelu, and no rule could write them
-into a model of an older opset."""
+"""The typed forms. Mish (opset 18) and Gelu (opset 20) are newer than the opset the typed
+forms are written for: a rule's sides run at the first opset that has them
+(`registry.opset_for`), and the snapshot leaves out an e-node of an op the model's opset does
+not have (`egraph.snapshot`), so no rule writes them into an older model."""
+
+
+def _gelu_attr_values(name: str, inputs: list[TensorType]) -> list[str] | None:
+    """Gelu's `approximate` ranges over both its values in proofs and the self-test."""
+    return ["none", "tanh"] if name == "approximate" else None
+
+
 _Z3 = {**Z3_SEMANTICS, "Selu": selu(SELU_ALPHA, SELU_GAMMA)}
 
 for _name, _fn, _k in (
@@ -288,6 +307,7 @@ for _name, _fn, _k in (
             doc=_fn.__doc__ or "",
             egg=_TYPED.get(_name),
             z3=_Z3.get(_name),
+            attr_values=_gelu_attr_values if _name == "Gelu" else None,
         )
     )
 register(

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
+from onnx import TensorProto
 
 from rewrite.ops._unary_z3 import LOG, z3_abs, z3_log
 from rewrite.ops._z3 import SIGNED, const, divide, float_only, is_int, vmap
@@ -28,6 +29,7 @@ from rewrite.ops.base import OpCall, Z3Fn, fail
 from rewrite.ops.unary import ERF, EXP, TANH
 
 Array = np.ndarray
+DOUBLE = TensorProto.DOUBLE
 Element = Callable[..., Any]
 
 HARD_SWISH_ALPHA = float(np.float32(1.0 / 6.0))
@@ -155,12 +157,20 @@ _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _GELU_B = float(np.float32(math.sqrt(2.0 / math.pi)))
 _GELU_C = float(np.float32(0.044715 * math.sqrt(2.0 / math.pi)))
 """ORT's Gelu kernel (opset 20, approximate="tanh"): x·(C·x² + B), float32 constants."""
+GELU_B64 = math.sqrt(float(np.float32(2.0 / math.pi)))
+GELU_C64 = float(np.float32(0.044715))
+"""ONNX's Gelu function body, which ORT runs for a double X (it has a float kernel only):
+(x/2)·(1 + tanh(B·(x + C·x³))) with B = sqrt(float32(2/π)) and C = float32(0.044715) cast to
+double (`CastLike`)."""
 
 
 def _gelu(call: OpCall) -> Element:
     """Gelu(x) = x/2·(erf(x/√2) + 1); approximate="tanh": x/2·(tanh(x·(C·x² + B)) + 1)
-    with B = √(2/π), C = 0.044715·√(2/π) (ORT's kernel)."""
+    with B = √(2/π), C = 0.044715·√(2/π) (ORT's kernel); a double X runs ONNX's function
+    body instead (`GELU_B64`)."""
     approximate = call.attr("approximate", "none")
+    if approximate == "tanh" and call.input(0).dtype == DOUBLE:
+        return lambda t: (t * 0.5) * (TANH(GELU_B64 * (t + GELU_C64 * (t * t * t))) + 1)
     if approximate == "tanh":
         return lambda t: t * 0.5 * (TANH(t * (_GELU_C * t * t + _GELU_B)) + 1)
     if approximate == "none":

@@ -2,10 +2,11 @@
 
 Contract: every op here maps inputs that broadcast together (ONNX multidirectional
 broadcasting, `base.broadcast`) to one output of the broadcast shape, in the first input's
-dtype (Pow keeps the base's; Pow, Max and Min as ORT computes them: `_binary_z3`). Max, Min
-and Sum are typed in their two-input form. Comparisons, logical ops and Where live in
-`logic.py`. Shared helpers `same_type` and `per_element` (used by the unary, norm and reduce
-modules too) live here because these are the simplest ops.
+dtype (Pow keeps the base's; Pow, Max and Min as ORT computes them: `_binary_z3`; Mean and
+Mod: `_mean_mod_z3`). Max, Min, Sum and Mean are typed for 1 to 8 inputs, Mod for fmod 0 and
+1. Comparisons, logical ops and Where live in `logic.py`. Shared helpers `same_type` and
+`per_element` (used by the unary, norm and reduce modules too) live here because these are
+the simplest ops.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from onnx import TensorProto
 
 from rewrite.errors import ShapeError
 from rewrite.ops._binary_z3 import pow_general, pow_multiplies, z3_max_min, z3_pow
+from rewrite.ops._mean_mod_z3 import mean_ref, mean_z3, mod_ref, mod_z3
 from rewrite.ops._z3 import SIGNED, divide, divide_unsigned, float_only, is_int, vmap
 from rewrite.ops.base import (
     EggSig,
@@ -105,15 +107,6 @@ def _pow(a: Array, b: Array) -> Array:
     return out
 
 
-def _mod_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """fmod=0: sign of the divisor (Python %); fmod=1: sign of the dividend (C fmod)."""
-    a, b = arrays[0], arrays[1]
-    assert a is not None and b is not None
-    fn = np.fmod if call.attr("fmod", 0) else np.mod
-    with np.errstate(all="ignore"):
-        return [fn(a, b).astype(a.dtype, copy=False)]
-
-
 def _bitshift_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     a, b = arrays[0], arrays[1]
     assert a is not None and b is not None
@@ -121,12 +114,10 @@ def _bitshift_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     return [fn(a, b.astype(a.dtype)).astype(a.dtype, copy=False)]
 
 
-def _variadic(fn: ArrayFn, mean: bool = False) -> ReferenceFn:
+def _variadic(fn: ArrayFn) -> ReferenceFn:
     def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
         xs = [a for a in arrays if a is not None]
         out = reduce(fn, xs)
-        if mean:
-            out = out / len(xs)
         return [np.asarray(out).astype(xs[0].dtype, copy=False)]
 
     return reference
@@ -185,16 +176,37 @@ for _name, _fn, _z3fn in _ARITH:
     register(OpSpec(_name, _arith_infer, _ref, elementwise_flops, egg=_EGG2, z3=_z3fn or _ref))
 
 register(OpSpec("Pow", _pow_infer, _binary(_pow), per_element(4), egg=_EGG2, z3=z3_pow))
-register(OpSpec("Mod", _arith_infer, _mod_ref, per_element(2)))
+register(
+    OpSpec(
+        "Mod",
+        _arith_infer,
+        mod_ref,
+        per_element(2),
+        egg=EggSig(attrs=(("fmod", "i64", 0),), n_inputs=2),
+        z3=mod_z3,
+        doc="Mod(a, b) = a - b·floor(a/b) (fmod=0) or a - b·trunc(a/b) (fmod=1)",
+    )
+)
 register(OpSpec("BitShift", _arith_infer, _bitshift_ref, elementwise_flops))
 _VARIADIC: tuple[tuple[str, ArrayFn], ...] = (
     ("Min", np.minimum),
     ("Max", np.maximum),
     ("Sum", np.add),
 )
+_VARIADIC_EGG = EggSig(n_inputs=2, arities=(1, *range(3, 9)))
+"""Typed for 1 to 8 inputs: a constructor per count (Sum, Sum_3, ...)."""
 for _name, _vfn in _VARIADIC:
-    # typed for 1 to 8 inputs: a constructor per count (Sum, Sum_3, ...)
     _z3n = _sum_z3 if _name == "Sum" else _fold(z3_max_min(_name))
-    _egg = EggSig(n_inputs=2, arities=(1, *range(3, 9)))
-    register(OpSpec(_name, _arith_infer, _variadic(_vfn), _variadic_flops, egg=_egg, z3=_z3n))
-register(OpSpec("Mean", _arith_infer, _variadic(np.add, mean=True), _variadic_flops))
+    _ref = _variadic(_vfn)
+    register(OpSpec(_name, _arith_infer, _ref, _variadic_flops, egg=_VARIADIC_EGG, z3=_z3n))
+register(
+    OpSpec(
+        "Mean",
+        _arith_infer,
+        mean_ref,
+        _variadic_flops,
+        egg=_VARIADIC_EGG,
+        z3=mean_z3,
+        doc="Mean(x1..xn) = (x1 + ... + xn) / n",
+    )
+)

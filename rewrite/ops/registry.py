@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import cache
+
+import onnx
+
 from rewrite.ops.base import OpSpec
 
 _SPECS: dict[tuple[str, str], OpSpec] = {}
@@ -46,3 +51,30 @@ def lookup(op_type: str, domain: str = "") -> OpSpec | None:
 
 def all_specs() -> list[OpSpec]:
     return sorted(_SPECS.values(), key=lambda s: (s.domain, s.name))
+
+
+BASE_OPSET = 17
+"""The ai.onnx opset the typed ops' forms are written for (a model is upgraded to >= 13 on
+load; rules' sides and the self-test's one-op models are built at this opset)."""
+
+
+@cache
+def _first_versions() -> dict[tuple[str, str], int]:
+    out: dict[tuple[str, str], int] = {}
+    for s in onnx.defs.get_all_schemas_with_history():
+        key = (s.domain, s.name)
+        out[key] = min(out.get(key, s.since_version), s.since_version)
+    return out
+
+
+def since_version(op_type: str, domain: str = "") -> int:
+    """The first opset of `domain` that has `op_type` (Mish: 18, Gelu: 20); 1 for an op the
+    installed onnx does not know (custom domains such as com.microsoft)."""
+    return _first_versions().get(("" if domain == "ai.onnx" else domain, op_type), 1)
+
+
+def opset_for(ops: Iterable[tuple[str, str]]) -> int:
+    """The ai.onnx opset of a model made of `ops` ((op_type, domain) pairs): `BASE_OPSET`,
+    or the first opset that has every ai.onnx op of them when one is newer."""
+    need = [since_version(op, d) for op, d in ops if d in ("", "ai.onnx")]
+    return max([BASE_OPSET, *need])

@@ -4,7 +4,8 @@ Contract: each op maps X to an output of X's shape. Math ops keep X's dtype; IsN
 and Not give BOOL; Cast gives the `to` dtype, CastLike the dtype of its second input.
 Dropout is modelled at inference (training_mode false or ratio 0): output = X, and the
 optional mask output is all-true BOOL of X's shape. Parametric activations (LeakyRelu, Elu,
-Gelu, Clip, ...) live in `activation.py`.
+Gelu, Clip, ...) live in `activation.py`; Tan, the inverse trigonometric and the hyperbolic
+functions in `trig.py`.
 """
 
 from __future__ import annotations
@@ -284,9 +285,18 @@ def _z3_sqrt(t: object) -> object:
 
 def _z3_cast(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     """Cast as ORT computes it, every dtype pair (`rewrite.ops._cast`)."""
+    return _z3_cast_to(call, arrays, int(call.attr("to")))
+
+
+def _z3_castlike(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """CastLike(X, T) = Cast(X, to=T's dtype) (T's values are not read)."""
+    return _z3_cast_to(call, arrays, call.input(1).dtype)
+
+
+def _z3_cast_to(call: OpCall, arrays: list[Array | None], to: int) -> list[Array]:
     x = arrays[0]
     assert x is not None
-    src, to = call.input(0).dtype, int(call.attr("to"))
+    src = call.input(0).dtype
     return [vmap(lambda t: cast(t, src, to), x)]
 
 
@@ -327,13 +337,7 @@ _MATH: tuple[tuple[str, Callable[[Array], Array], FlopsFn, EggSig | None], ...] 
     ("Sign", sign, elementwise_flops, _EGG1),
     ("Sin", np.sin, _T, _EGG1),
     ("Cos", np.cos, _T, _EGG1),
-    ("Tan", np.tan, _T, None),
-    ("Asin", np.arcsin, _T, None),
-    ("Acos", np.arccos, _T, None),
-    ("Atan", np.arctan, _T, None),
-    ("Sinh", np.sinh, _T, None),
-    ("Cosh", np.cosh, _T, None),
-)
+)  # Tan, Asin, Acos, Atan, Sinh, Cosh: `trig.py`
 for _name, _fn, _flops, _egg in _MATH:
     register(OpSpec(_name, same_type, elementwise_ref(_fn), _flops, egg=_egg, z3=_Z3.get(_name)))
 
@@ -375,5 +379,15 @@ register(
         z3=_z3_cast,
     )
 )
-register(OpSpec("CastLike", _castlike_infer, _castlike_ref, no_flops))
+register(
+    OpSpec(
+        "CastLike",
+        _castlike_infer,
+        _castlike_ref,
+        no_flops,
+        egg=EggSig(n_inputs=2),
+        z3=_z3_castlike,
+        doc="CastLike(X, T) = Cast(X, to=T's dtype)",
+    )
+)
 register(OpSpec("Dropout", _dropout_infer, _dropout_ref, no_flops, egg=_EGG1, z3=_dropout_ref))

@@ -98,7 +98,7 @@ def cmd_self_test() -> int:
     t0 = time.perf_counter()
     rows = self_test()
     print(op_table(rows))
-    bad = [r.op for r in rows if not r.ok]
+    bad = [r.label for r in rows if not r.ok]
     summary = f"{len(rows)} ops: {len(rows) - len(bad)} match ORT"
     print(f"\n{summary}, {len(bad)} do not{': ' + ', '.join(bad) if bad else ''} "
           f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from rewrite.ops.registry import opset_for
 from rewrite.rules.language import Absent, App, Term, Var, subterms
 from rewrite.verify.cases import Case
 from rewrite.verify.evaluate import Evaluator, make_call, spec_of
@@ -23,7 +24,9 @@ Array = np.ndarray
 
 
 def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) -> bytes:
-    """One side of a case as a serialized ONNX model: pattern variables are graph inputs."""
+    """One side of a case as a serialized ONNX model: pattern variables are graph inputs; the
+    ai.onnx opset is `registry.BASE_OPSET`, or the first that has every op of the side when
+    one is newer (Mish: 18, Gelu: 20)."""
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
     names: dict[Term, str] = {}
@@ -69,7 +72,8 @@ def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) 
         nodes.append(helper.make_node("Identity", [root.name], ["out"]))
         output = helper.make_tensor_value_info("out", out_t.dtype, out_t.shape)
     graph = helper.make_graph(nodes, "side", inputs, [output], inits)
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    opset = opset_for((n.op_type, n.domain) for n in nodes)
+    opsets = [helper.make_opsetid("", opset), helper.make_opsetid("com.microsoft", 1)]
     model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
     return model.SerializeToString()

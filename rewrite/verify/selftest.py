@@ -49,6 +49,7 @@ class OpRow:
     semantics, and the first few mismatches in words."""
 
     op: str
+    domain: str = ""
     cases: int = 0
     reference_mismatches: int = 0
     z3_mismatches: int = 0
@@ -58,9 +59,22 @@ class OpRow:
     def ok(self) -> bool:
         return self.cases > 0 and not self.reference_mismatches and not self.z3_mismatches
 
+    @property
+    def label(self) -> str:
+        """The op as the table names it (`label`)."""
+        return label(self.op, self.domain)
+
 
 def typed_specs() -> list[OpSpec]:
     return [s for s in all_specs() if s.egg is not None]
+
+
+def label(name: str, domain: str = "") -> str:
+    """How the self-test names an op: its name, or `domain.name` for an op of another domain
+    whose name a typed ai.onnx op also has (`com.microsoft.Gelu` beside ONNX's `Gelu`)."""
+    if domain and any(s.name == name and not s.domain for s in typed_specs()):
+        return f"{domain}.{name}"
+    return name
 
 
 _GUARDS: dict[str, Callable[[Var, Var], tuple[Any, ...]]] = {
@@ -82,17 +96,18 @@ def one_op_rule(spec: OpSpec) -> Rule:
 def self_test(
     names: list[str] | None = None, *, cases: int = 6, rounds: int = 8, seed: int = 0
 ) -> list[OpRow]:
-    """One row per typed op (or per op in `names`); see the module docstring."""
+    """One row per typed op (or per op whose `label` is in `names`); see the module
+    docstring."""
     rows = []
     for spec in typed_specs():
-        if names and spec.name not in names:
+        if names and label(spec.name, spec.domain) not in names:
             continue
         rows.append(_test_op(spec, cases, rounds, seed))
     return rows
 
 
 def _test_op(spec: OpSpec, n_cases: int, rounds: int, seed: int) -> OpRow:
-    row = OpRow(spec.name)
+    row = OpRow(spec.name, spec.domain)
     rng = np.random.default_rng(seed)
     rule = one_op_rule(spec)
     for case in choose_cases(rule, n_cases, rng):
@@ -214,12 +229,12 @@ def table(rows: list[OpRow]) -> str:
     for r in rows:
         status = "ok" if r.ok else ("no case" if not r.cases else "MISMATCH")
         lines.append(
-            (r.op, str(r.cases), str(r.reference_mismatches), str(r.z3_mismatches), status)
+            (r.label, str(r.cases), str(r.reference_mismatches), str(r.z3_mismatches), status)
         )
     widths = [max(len(row[i]) for row in lines) for i in range(5)]
     text = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
     ]
     for r in rows:
-        text += [f"{r.op}: {d}" for d in r.details]
+        text += [f"{r.label}: {d}" for d in r.details]
     return "\n".join(text)

@@ -184,6 +184,21 @@ def _bv_div(a: Any, b: Any, w: int, signed: bool) -> Any:
     return _wrap(np.where(b == 0, 0, q), w)
 
 
+def _bv_rem(a: Any, b: Any, w: int, kind: str) -> Any:
+    """bvsrem (sign of a), bvsmod (sign of b) or bvurem; a where b is 0 (SMT-LIB)."""
+    a, b = _wrap(a, 64).astype(object), _wrap(b, 64).astype(object)
+    if kind == "urem":
+        a, b = a % (1 << w), b % (1 << w)
+    safe = np.where(b == 0, 1, b)
+    if kind == "smod":
+        r = np.vectorize(lambda x, y: x % y, otypes=[object])(a, safe)  # Python's: sign of y
+    else:
+        r = np.vectorize(lambda x, y: abs(x) % abs(y) * (1 if x >= 0 else -1), otypes=[object])(
+            a, safe
+        )
+    return _wrap(np.where(b == 0, a, r), w)
+
+
 def _interpret_bv(t: Any, args: list[Any]) -> Any:
     """Bit-vector operations, values as signed int64 (None: not a bit-vector operation)."""
     kind = t.decl().kind()
@@ -198,6 +213,12 @@ def _interpret_bv(t: Any, args: list[Any]) -> Any:
         z3.Z3_OP_BUDIV: lambda: _bv_div(args[0], args[1], w, False),
         z3.Z3_OP_BUDIV_I: lambda: _bv_div(args[0], args[1], w, False),
         z3.Z3_OP_EXTRACT: lambda: _wrap(args[0], w),
+        z3.Z3_OP_BSREM: lambda: _bv_rem(args[0], args[1], w, "srem"),
+        z3.Z3_OP_BSREM_I: lambda: _bv_rem(args[0], args[1], w, "srem"),
+        z3.Z3_OP_BSMOD: lambda: _bv_rem(args[0], args[1], w, "smod"),
+        z3.Z3_OP_BSMOD_I: lambda: _bv_rem(args[0], args[1], w, "smod"),
+        z3.Z3_OP_BUREM: lambda: _bv_rem(args[0], args[1], w, "urem"),
+        z3.Z3_OP_BUREM_I: lambda: _bv_rem(args[0], args[1], w, "urem"),
         z3.Z3_OP_SIGN_EXT: lambda: np.asarray(args[0]),
         z3.Z3_OP_ZERO_EXT: lambda: _unsigned(args[0], t.arg(0).size()),
         z3.Z3_OP_INT2BV: lambda: _wrap(args[0], w),

@@ -2,7 +2,8 @@
 node, and `rewrite optimize` (no rules) writes a model whose ORT outputs are bit-identical to
 the input's; the references match ORT on float32 special values (bit for bit where the op
 uses no exp or log). Mish
-(opset 18) and Gelu (opset 20) stay opaque; their Z3 semantics are checked against ORT here.
+(opset 18) and Gelu (opset 20) are typed in models of their opset; their Z3 semantics are
+checked against ORT on special values here.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from onnx import helper as h
 from rewrite.egraph.encode import encode
 from rewrite.onnx_io import load
 from rewrite.ops import OpCall, TensorType, _z3, lookup
+from rewrite.ops.registry import opset_for
 from rewrite.verify.refute import EXACT_CLAIM, violation
 from rewrite.verify.semantics import environment, interpret_array, symbols
 from tests.ops.roundtrip import assert_optimizes_identically
@@ -27,7 +29,7 @@ from tests.ops.roundtrip import assert_optimizes_identically
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.0, -2.5, 0.5, 3.0, 1e-40, 3e38]
 SPECIAL += [-3e38, 20.0, -20.0, 89.0, -89.0, 100.0, -100.0, 1e-3, -1e-8, 0.1, -0.75, 6.0]
 Input = tuple[int, tuple[int, ...]]
-F, F16, I32 = P.FLOAT, P.FLOAT16, P.INT32
+F, F16, F64, I32 = P.FLOAT, P.FLOAT16, P.DOUBLE, P.INT32
 
 
 def _values(dtype: int, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -40,7 +42,9 @@ def _values(dtype: int, shape: tuple[int, ...], rng: np.random.Generator) -> np.
         return np.resize(pool, n).reshape(shape).astype(np_dt)
 
 
-def _model(op: str, inputs: list[Input], attrs: dict[str, Any], opset: int = 17) -> onnx.ModelProto:
+def _model(op: str, inputs: list[Input], attrs: dict[str, Any]) -> onnx.ModelProto:
+    """A one-op model at opset 17, or the op's first opset when it is newer (Mish, Gelu)."""
+    opset = opset_for([(op, "")])
     names = [f"x{i}" for i in range(len(inputs))]
     node = h.make_node(op, names, ["y"], **attrs)
     graph_inputs = [
@@ -74,6 +78,9 @@ CASES: list[tuple[str, list[Input], dict[str, Any]]] = [
     ("HardSigmoid", [X], {}),
     ("HardSigmoid", [X], {"alpha": 0.3, "beta": 0.4}),
     ("HardSwish", [X], {}),
+    ("Mish", [X], {}),
+    ("Gelu", [X], {}),
+    ("Gelu", [X], {"approximate": "tanh"}),
     ("PRelu", [X, (F, (3, 1, 1))], {}),
     ("PRelu", [X, (F, ())], {}),
     ("PRelu", [X, (F, (5,))], {}),
@@ -84,6 +91,10 @@ CASES += [
     for op, inputs, attrs in CASES
     if op != "Celu" and inputs[0][0] == F  # ORT has Celu for float32 only
 ]
+CASES += [
+    (op, [(F64, (4, 3, 2, 5))], attrs)
+    for op, attrs in (("Mish", {}), ("Gelu", {"approximate": "tanh"}))
+]  # ORT has no double Erf, so no double Gelu(approximate="none")
 
 
 def _id(case: tuple[str, list[Input], dict[str, Any]]) -> str:
@@ -127,41 +138,48 @@ def test_reference_matches_ort_on_float32(
     feeds = {f"x{i}": _values(t[0], t[1], rng) for i, t in enumerate(inputs)}
     (want,) = _ort(model, feeds)
     got = _reference(op, list(feeds.values()), dict(_model_attrs(model)))
+    assert_matches_ort(got, want, op in BIT_EXACT)
+
+
+def assert_matches_ort(got: np.ndarray, want: np.ndarray, bit_exact: bool) -> None:
+    """`got` has ORT's dtype and shape, and its bits (`bit_exact`), or NaN and ±inf where
+    ORT has them and elsewhere values within 4 ulps of max(1, |y|)."""
     assert got.dtype == want.dtype and got.shape == want.shape
-    if op in BIT_EXACT:
-        assert got.tobytes() == want.tobytes(), f"{op}: {got} != {want}"
+    if bit_exact:
+        assert got.tobytes() == want.tobytes(), f"{got} != {want}"
         return
     assert np.array_equal(np.isnan(got), np.isnan(want))
     fin = np.isfinite(want)
     assert np.array_equal(got[~fin], want[~fin], equal_nan=True)
     err = np.abs(got[fin].astype(np.float64) - want[fin])
-    assert (err <= 4 * np.finfo(np.float32).eps * np.maximum(1.0, np.abs(want[fin]))).all()
+    assert (err <= 4 * np.finfo(want.dtype).eps * np.maximum(1.0, np.abs(want[fin]))).all()
 
 
 def _model_attrs(model: onnx.ModelProto) -> list[tuple[str, Any]]:
-    return [(a.name, h.get_attribute_value(a)) for a in model.graph.node[0].attribute]
+    """The node's attributes as an `OpCall` holds them (bytes decoded to str)."""
+    values = [(a.name, h.get_attribute_value(a)) for a in model.graph.node[0].attribute]
+    return [(k, v.decode() if isinstance(v, bytes) else v) for k, v in values]
 
 
 @pytest.mark.parametrize(
-    ("op", "opset", "attrs"),
-    [("Mish", 18, {}), ("Gelu", 20, {}), ("Gelu", 20, {"approximate": "tanh"})],
+    ("op", "attrs"), [("Mish", {}), ("Gelu", {}), ("Gelu", {"approximate": "tanh"})]
 )
-def test_opset_18_and_20_activations_stay_opaque_with_z3_semantics_of_ort(
-    op: str, opset: int, attrs: dict[str, Any], tmp_path: Path
+def test_opset_18_and_20_activations_have_z3_semantics_of_ort(
+    op: str, attrs: dict[str, Any], tmp_path: Path
 ) -> None:
-    model = _model(op, [(F, (len(SPECIAL),))], attrs, opset)
+    model = _model(op, [(F, (len(SPECIAL),))], attrs)
     onnx.save(model, tmp_path / "m.onnx")
     enc = encode(load(tmp_path / "m.onnx"))
-    assert enc.opaque_nodes == 1 and enc.typed == 0
+    assert enc.opaque_nodes == 0 and enc.typed == 1
 
     x = np.array(SPECIAL, np.float32)
     (want,) = _ort(model, {"x0": x})
     spec = lookup(op)
-    assert spec is not None and spec.z3 is not None and spec.egg is None
+    assert spec is not None and spec.z3 is not None and spec.egg is not None
     t = TensorType(F, x.shape)
     with _z3.arithmetic(_z3.REAL):
         syms = symbols("x", t)
-        terms = spec.z3(OpCall(op, [t], [None], attrs, opset=opset), [syms])[0]
+        terms = spec.z3(OpCall(op, [t], [None], attrs, opset=opset_for([(op, "")])), [syms])[0]
     sem = interpret_array(terms, environment({"x": syms}, {"x": x.astype(np.float64)}))
     with np.errstate(all="ignore"):
         assert not violation(EXACT_CLAIM, want, sem.astype(np.float32), 0.0)

@@ -10,7 +10,7 @@ import pytest
 
 from rewrite.ops import registry
 from rewrite.verify.command import add_verify_parser
-from rewrite.verify.selftest import OpRow, self_test, typed_specs
+from rewrite.verify.selftest import OpRow, label, self_test, typed_specs
 
 KNOWN = {
     "FastGelu": "float64: ORT's kernel is accurate to about 1e-7 relative (float32-level) "
@@ -29,7 +29,7 @@ def _row(name: str) -> OpRow:
     "name",
     [
         pytest.param(
-            s.name,
+            label(s.name, s.domain),
             marks=[pytest.mark.xfail(strict=True, reason=KNOWN[s.name])] if s.name in KNOWN else [],
         )
         for s in typed_specs()
@@ -81,6 +81,6 @@ def test_rewrite_verify_self_test_prints_the_table_and_fails_on_a_mismatch(
     lines = out.splitlines()
     assert lines[0].split() == ["op", "cases", "reference", "z3", "status"]
     for spec in typed_specs():
-        assert any(line.split()[:1] == [spec.name] for line in lines[1:])
+        assert any(line.split()[:1] == [label(spec.name, spec.domain)] for line in lines[1:])
     assert status == (1 if "MISMATCH" in out else 0)
     assert "match ORT" in out

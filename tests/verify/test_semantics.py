@@ -20,7 +20,7 @@ from onnx import helper
 
 from rewrite.ops._z3 import UFS, is_int
 from rewrite.ops.base import TensorType
-from rewrite.ops.registry import all_specs, lookup
+from rewrite.ops.registry import all_specs, lookup, opset_for
 from rewrite.verify.evaluate import make_call, params
 from rewrite.verify.sample import run_ort
 from rewrite.verify.semantics import environment, interpret, interpret_array, symbols
@@ -68,6 +68,8 @@ CASES = [
     OpCase("Cast", ((2, 3),), values={"to": I64}),
     OpCase("Cast", ((2, 3),), I64, {"to": F}, data="ints"),
     OpCase("Cast", ((2, 3),), values={"to": F64}),
+    OpCase("CastLike", ((2, 3), (1,)), dtypes=(F, T.BOOL)),
+    OpCase("CastLike", ((2, 3), (2,)), I64, data="ints"),
     OpCase("MatMul", ((2, 3), (3, 2))),
     OpCase("MatMul", ((3,), (2, 3, 2))),
     OpCase("Transpose", ((2, 3, 4),), values={"perm": (1, 2, 0)}),
@@ -82,6 +84,11 @@ CASES = [
         values={"starts": (1,), "ends": (4,), "axes": (1,), "steps": (2,)},
     ),
     OpCase("Sum", ((2, 3), (3,))),
+    OpCase("Mean", ((2, 3), (3,))),
+    OpCase("Mean", ((2, 3), (3,), (2, 1))),
+    OpCase("Mod", ((2, 3), (3,)), values={"fmod": 1}, data="nonzero"),
+    OpCase("Mod", ((2, 3), (2, 1)), I64, {"fmod": 0}, data="ints"),
+    OpCase("Mod", ((2, 3), (3,)), T.INT32, {"fmod": 1}, data="ints"),
     OpCase(
         "LayerNormalization",
         ((2, 3), (3,), (3,)),
@@ -103,6 +110,12 @@ CASES = [
     OpCase("Log", ((2, 3),), data="positive"),
     OpCase("Sin", ((2, 3),)),
     OpCase("Cos", ((2, 3),)),
+    OpCase("Tan", ((2, 3),)),
+    OpCase("Asin", ((2, 3),)),
+    OpCase("Acos", ((2, 3),)),
+    OpCase("Atan", ((2, 3),)),
+    OpCase("Sinh", ((2, 3),)),
+    OpCase("Cosh", ((2, 3),)),
     OpCase("Floor", ((2, 3),)),
     OpCase("Ceil", ((2, 3),)),
     OpCase("Round", ((2, 3),)),
@@ -144,6 +157,10 @@ CASES = [
     OpCase("AveragePool", ((1, 2, 4, 4),), values={"kernel_shape": (2, 2)}),
     OpCase("ArgMax", ((2, 3, 4),), values={"axis": 1, "keepdims": 0}),
     OpCase("ArgMin", ((2, 3, 4),), I64, {"axis": -1, "select_last_index": 1}, data="ints"),
+    OpCase("ReduceSum", ((2, 3, 4),), values={"axes": (1,), "keepdims": 0}),
+    OpCase("ReduceSum", ((2, 3),), T.INT32, {"axes": (0, -1)}, data="ints"),
+    OpCase("ReduceMean", ((2, 3, 4),), values={"axes": (-1,)}),
+    OpCase("ReduceSumSquare", ((2, 3),), T.INT32, data="ints"),
     OpCase("Softplus", ((2, 3),)),
     OpCase("Softsign", ((2, 3),)),
     OpCase("LeakyRelu", ((2, 3),), values={"alpha": 0.2}),
@@ -153,6 +170,9 @@ CASES = [
     OpCase("ThresholdedRelu", ((2, 3),), values={"alpha": 0.5}),
     OpCase("HardSigmoid", ((2, 3),), values={"alpha": 0.3, "beta": 0.4}),
     OpCase("HardSwish", ((2, 3),)),
+    OpCase("Mish", ((2, 3),)),
+    OpCase("Gelu", ((2, 3),)),
+    OpCase("Gelu", ((2, 3),), values={"approximate": "tanh"}),
     OpCase("PRelu", ((2, 3, 4), (3, 1))),
     OpCase("PRelu", ((2, 3), (3,)), T.INT32, data="ints"),
 ]
@@ -201,7 +221,10 @@ def _run_ort(case: OpCase, inputs: list[np.ndarray], call: Any, consts: dict[int
     graph = helper.make_graph(
         [node], "g", graph_inputs, [helper.make_empty_tensor_value_info("out")], inits
     )
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]
+    opsets = [
+        helper.make_opsetid("", opset_for([(case.op, case.domain)])),
+        helper.make_opsetid(MS, 1),
+    ]
     model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
     return run_ort(model.SerializeToString(), feeds)
