@@ -166,6 +166,10 @@ class _Decoder:
                 given[aname] = list(val) if sort == "VecI" else val
         if sig.from_egg is not None:
             given = sig.from_egg(given)
+        moved = {}  # attributes this model's opset takes as inputs
+        for aname, index, since in sig.attr_inputs:
+            if self.enc.graph.opset >= since:
+                moved[index] = given.pop(aname, [])
         attrs = [helper.make_attribute(k, v) for k, v in given.items()]
         vecs = iter(node.args[len(sig.attrs) :])
         kids = iter(node.children)
@@ -174,9 +178,14 @@ class _Decoder:
         for i in range(len(node.children) + len(sig.const_inputs)):  # any arity
             if i in sig.const_inputs:
                 arr = np.asarray(next(vecs), dtype=np.int64)
-                inputs.append(self.const_input(arr, f"{out}/input{i}"))
+                omit = arr.size == 0 and i in sig.omittable
+                inputs.append("" if omit else self.const_input(arr, f"{out}/input{i}"))
             else:
                 inputs.append(self.name_of(next(kids)))
+        for index, value in sorted(moved.items()):
+            inputs += [""] * (index - len(inputs))
+            arr = np.asarray(value, dtype=np.int64)
+            inputs.insert(index, self.const_input(arr, f"{out}/input{index}") if len(arr) else "")
         while inputs and not inputs[-1]:  # omitted trailing optional inputs
             inputs.pop()
         self.nodes.append(

@@ -215,6 +215,11 @@ class _Encoder:
             attrs = sig.to_egg(dict(attrs))
             if attrs is None:
                 return None
+        if sig.attr_inputs:
+            moved = self.inputs_to_attrs(sig, dict(attrs), inputs)
+            if moved is None:
+                return None
+            attrs, inputs = moved
         names = {a[0] for a in sig.attrs}
         if not set(attrs) <= names:
             return None
@@ -223,6 +228,8 @@ class _Encoder:
             n_tensors = len(inputs) - len(sig.const_inputs)
         n_total = n_tensors + len(sig.const_inputs)
         first_optional = n_total - sig.optional
+        while first_optional - 1 in sig.omittable:  # trailing const inputs that may be omitted
+            first_optional -= 1
         if not first_optional <= len(inputs) <= n_total:
             return None
         inputs = inputs + [""] * (n_total - len(inputs))  # omitted trailing inputs: (Absent)
@@ -252,6 +259,9 @@ class _Encoder:
             except (ValueError, TypeError, OverflowError):
                 return None
         for i in sig.const_inputs:
+            if not inputs[i] and i in sig.omittable:
+                args.append(vec([]))
+                continue
             arr = self.const_value(inputs[i])
             if arr is None or arr.ndim != 1 or arr.dtype.kind not in "iu":
                 return None
@@ -262,6 +272,25 @@ class _Encoder:
                 return None
             args.append(vec(dims))
         return args
+
+    def inputs_to_attrs(
+        self, sig: EggSig, attrs: dict[str, Any], inputs: list[str]
+    ) -> tuple[dict[str, Any], list[str]] | None:
+        """`sig.attr_inputs` read into the attributes (in a model of their opset or newer):
+        the attributes and the remaining inputs, or None when such an input is not a
+        constant int vector."""
+        cut = len(inputs)
+        for name, index, since in sig.attr_inputs:
+            if self.g.opset < since or index >= len(inputs):
+                continue
+            cut = min(cut, index)
+            if not inputs[index]:
+                continue
+            arr = self.const_value(inputs[index])
+            if arr is None or arr.ndim != 1 or arr.dtype.kind not in "iu":
+                return None
+            attrs[name] = [int(x) for x in arr]
+        return attrs, inputs[:cut]
 
     def resolve_reshape(self, n: Node, dims: list[int], allowzero: int) -> list[int]:
         """Replace 0 (copy) and -1 (infer) by the real dim where the types know it."""

@@ -177,6 +177,15 @@ class EggSig:
     optional: int = 0
     """How many of the last tensor inputs may be omitted: an omitted one is `(Absent)` in the
     term (Clip without min/max, Conv without bias), and written back as an empty name."""
+    omittable: tuple[int, ...] = ()
+    """Trailing `const_inputs` that may be omitted: an omitted one is the empty vector, and
+    an empty vector is written back as an omitted input (ReduceSum's axes)."""
+    attr_inputs: tuple[tuple[str, int, int], ...] = ()
+    """`VecI` attributes that a later opset takes as an input instead: (attribute, input
+    index, opset). In a model of that opset or newer the input, a constant int vector (or
+    omitted: the attribute's default), is read into the attribute (a computed one keeps the
+    node opaque), and the attribute is written back as that input (omitted at its default):
+    ReduceMean's axes, an input since opset 18."""
 
 
 @dataclass(frozen=True)

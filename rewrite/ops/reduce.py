@@ -4,24 +4,38 @@ Contract: Reduce*(X[, axes]) reduces X over `axes` (negative counts from the end
 them as size-1 dims when keepdims=1 (the default). The axes are an attribute before opset 18
 (before 13 for ReduceSum) and an optional INT64 input after; either form is accepted at any
 opset. No axes (absent or empty) reduces every axis, or, with noop_with_empty_axes=1, returns
-X unchanged. The result keeps X's dtype. ArgMax / ArgMin(X) give the INT64 index of the
-first (or, with select_last_index=1, last) extremum along `axis` (default 0).
+X unchanged (ReduceSumSquare: X·X, as ORT computes it). The result keeps X's dtype.
+ArgMax / ArgMin(X) give the INT64 index of the first (or, with select_last_index=1, last)
+extremum along `axis` (default 0).
 
-Typed form: `(ArgMax axis keepdims select_last_index X)` (and ArgMin), with the Z3 semantics
-and reference of a scan as ORT's kernel does it (`_reduce_z3`: NaN wins only at element 0).
-The Reduce* ops stay opaque: ORT reduces floats in Eigen's vectorized order (4-lane packets
-whose grouping depends on the kernel path and the row's alignment), so NaN handling
-(ReduceMax/Min) and rounding and cancellation (ReduceSum/Mean/Prod/L2/SumSquare) differ from
-any sequential semantics on special values.
+Typed forms: `(ArgMax axis keepdims select_last_index X)` (and ArgMin), with the Z3 semantics
+and reference of a scan as ORT's kernel does it (`_reduce_z3`: NaN wins only at element 0);
+`(ReduceSum keepdims noop_with_empty_axes X axes)` with the axes a constant vector input
+(empty: none given, written back as an omitted input), and `(ReduceMean axes keepdims X)`
+(and ReduceSumSquare) with the axes an attribute (read from, and written back to, the
+constant input at opset 18 and later; a node with noop_with_empty_axes=1, an opset-18
+attribute, stays opaque). Their Z3 semantics add in the order ORT 1.32's CPU kernels do with
+one intra-op thread (`_reduce_order`: Eigen's 4-lane packets as a function of the row's
+offset, MLAS's order, the generic loop from +0; float16 in float32; integers through float64,
+saturated), for float, double, float16, int32 and int64.
+The other Reduce* ops stay opaque: ReduceMax/Min's NaN handling follows the same packets, and
+ReduceProd/L1/L2/LogSum/LogSumExp have not been checked against ORT.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto
 
+from rewrite.ops._reduce_sum_z3 import (
+    check_dtype,
+    float_reference,
+    int_reference,
+    reduce_terms,
+)
 from rewrite.ops._reduce_z3 import z3_arg_extremum
 from rewrite.ops.base import (
     EggSig,
@@ -45,7 +59,7 @@ def reduce_axes(call: OpCall, axes_input: Array | None) -> tuple[int, ...] | str
     UNKNOWN_AXES when they come from an input whose value is not known."""
     given = call.attr("axes")
     if given is not None:
-        return tuple(int(a) for a in given)
+        return tuple(int(a) for a in given) or None
     if axes_input is None:
         return UNKNOWN_AXES if call.has_input(1) else None
     return tuple(int(a) for a in np.asarray(axes_input).reshape(-1)) or None
@@ -82,22 +96,75 @@ def _reduce_infer(call: OpCall) -> list[TensorType]:
     return [TensorType(x.dtype, reduced_shape(x.shape, norm, keep))]
 
 
-def _reducer(fn: Reducer) -> ReferenceFn:
+def resolve_axes(call: OpCall, rank: int, axes_input: Array | None) -> tuple[int, ...] | None:
+    """The normalized reduced axes (every axis when none are given), or None for
+    noop_with_empty_axes=1 with none given."""
+    axes = reduce_axes(call, axes_input)
+    if axes == UNKNOWN_AXES:
+        raise fail(call, "the axes are not a known constant")
+    if axes is None:
+        return None if call.attr("noop_with_empty_axes", 0) else tuple(range(rank))
+    return _normalize(call, axes, rank)  # type: ignore[arg-type]
+
+
+def _reducer(name: str, fn: Reducer) -> ReferenceFn:
     def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        """Floats in float64, rounded once; the typed ops as ORT computes them."""
         x = arrays[0]
         assert x is not None
-        axes = reduce_axes(call, arrays[1] if len(arrays) > 1 else None)
-        if axes is None and call.attr("noop_with_empty_axes", 0):
-            return [x.copy()]
-        norm = tuple(range(x.ndim)) if axes is None else _normalize(call, axes, x.ndim)  # type: ignore[arg-type]
-        xw = x.astype(np.float64) if x.dtype.kind == "f" else x
-        with np.errstate(all="ignore"):
-            y = fn(xw, norm)
-        if not call.attr("keepdims", 1):
+        norm = resolve_axes(call, x.ndim, arrays[1] if len(arrays) > 1 else None)
+        if name in TYPED and x.dtype in (np.int32, np.int64):
+            y = int_reference(name, x, norm)
+        elif name in TYPED and x.dtype in (np.float16, np.float32, np.float64):
+            y = float_reference(name, x, norm)
+        elif norm is None:
+            return [x * x if name == "ReduceSumSquare" else x.copy()]
+        else:
+            xw = x.astype(np.float64) if x.dtype.kind == "f" else x
+            with np.errstate(all="ignore"):
+                y = fn(xw, norm)
+        if norm is not None and not call.attr("keepdims", 1):
             y = np.squeeze(y, axis=norm)
         return [np.asarray(y).astype(x.dtype)]
 
     return reference
+
+
+def _z3_reduce(name: str) -> Callable[[OpCall, list[Array | None]], list[Array]]:
+    def semantics(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        """The sum ORT computes, in its order (`_reduce_sum_z3`)."""
+        dtype = check_dtype(call)
+        x = arrays[0]
+        assert x is not None
+        if 0 in x.shape:
+            raise fail(call, "X is empty")
+        norm = resolve_axes(call, x.ndim, arrays[1] if len(arrays) > 1 else None)
+        y = reduce_terms(name, np.asarray(x, dtype=object), dtype, norm)
+        if norm is not None and not call.attr("keepdims", 1):
+            y = np.squeeze(y, axis=norm)
+        return [np.asarray(y, dtype=object)]
+
+    return semantics
+
+
+def _axes_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """Axes: none, the last, the first, the second, first and last (RKR), the last two (KR),
+    the second and third (KRK), all of them; keepdims 1 and 0; noop_with_empty_axes 0 and 1."""
+    if name == "keepdims":
+        return [1, 0]
+    if name == "noop_with_empty_axes":
+        return [0, 1]
+    if name != "axes":
+        return None
+    r = len(inputs[0].shape or ()) if inputs and inputs[0] is not None else 0
+    out: list[tuple[int, ...]] = [()]
+    seen: set[frozenset[int]] = set()
+    for axes in ((-1,), (0,), (1,), (0, r - 1), (r - 2, r - 1), (1, 2), tuple(range(r))):
+        norm = frozenset(a % r for a in axes if r and -r <= a < r)
+        if r and len(norm) == len(axes) and all(-r <= a < r for a in axes) and norm not in seen:
+            seen.add(norm)
+            out.append(axes)
+    return out
 
 
 def _log_sum_exp(x: Array, axes: tuple[int, ...]) -> Array:
@@ -167,8 +234,40 @@ def _arg_ref(largest: bool) -> ReferenceFn:
     return reference
 
 
+TYPED = ("ReduceSum", "ReduceMean", "ReduceSumSquare")
+
+
+def _no_noop(attrs: dict[str, Any]) -> dict[str, Any] | None:
+    """ReduceMean / ReduceSumSquare: noop_with_empty_axes (opset 18) stays opaque, so the typed
+    form, written at any opset, never needs the attribute."""
+    if attrs.pop("noop_with_empty_axes", 0):
+        return None
+    return attrs
+
+
+_FLAGS = (("keepdims", "i64", 1), ("noop_with_empty_axes", "i64", 0))
+_SIGS = {
+    "ReduceSum": EggSig(attrs=_FLAGS, const_inputs=(1,), omittable=(1,)),
+    "ReduceMean": EggSig(
+        attrs=(("axes", "VecI", ()), _FLAGS[0]),
+        attr_inputs=(("axes", 1, 18),),
+        to_egg=_no_noop,
+    ),
+}
+_SIGS["ReduceSumSquare"] = _SIGS["ReduceMean"]
 for _name, (_fn, _k) in _REDUCERS.items():
-    register(OpSpec(_name, _reduce_infer, _reducer(_fn), _per_input_element(_k)))
+    typed = _name in TYPED
+    register(
+        OpSpec(
+            _name,
+            _reduce_infer,
+            _reducer(_name, _fn),
+            _per_input_element(_k),
+            egg=_SIGS.get(_name),
+            z3=_z3_reduce(_name) if typed else None,
+            attr_values=_axes_values if typed else None,
+        )
+    )
 _ARG_SIG = EggSig(
     attrs=(("axis", "i64", 0), ("keepdims", "i64", 1), ("select_last_index", "i64", 0))
 )
