@@ -13,11 +13,14 @@ report's `precision` section. Steps:
    model's outputs.
 4. `select.select` under a budget (first `max_error`); the chosen ops lowered; the result run
    on the calibration and the held-back sets against the input model; its error is the
-   largest over outputs and sets. Errors do not add up exactly, so the budget is then scaled
-   by 0.9 · max_error / error, down when the choice exceeded `max_error`, up when it stayed
-   below 0.9 · max_error (room left), and the choice repeated, at most `MAX_ROUNDS` times or
-   until it repeats itself. The choice kept is the one that saves the most among those within
-   `max_error` end to end; when none is, the exact graph (None).
+   largest over outputs and sets. Errors do not add up exactly, so the next budget is scaled
+   by 0.9 · max_error / error: down when the choice exceeded `max_error`, from the choice's
+   own estimate (its root-sum-square of sensitivities; scaling the budget alone may leave the
+   same choice inside it), up when it stayed below 0.9 · max_error (room left), from the
+   budget. At most `MAX_ROUNDS` end-to-end checks; a tightened budget that repeats a checked
+   choice is tightened again (at most `MAX_ROUNDS` more selections), a loosened one ends the
+   search. The choice kept is the one that saves the most among those within `max_error` end
+   to end; when none is, the exact graph (None).
 """
 
 from __future__ import annotations
@@ -162,13 +165,20 @@ def _choose(
     kw = {"target": cfg.target, "threads": cfg.threads}
     best: tuple[float, list[Candidate], onnx.ModelProto, dict, dict] | None = None
     seen: set[tuple[Key, ...]] = set()
-    for _ in range(MAX_ROUNDS):
+    checks = repeats = 0
+    tightening = False
+    while checks < MAX_ROUNDS:
         sel = select(saving, sens, budget)
         key = tuple(sorted(sel.chosen))
         if not sel.chosen or key in seen:
             rounds.append({"budget": _g(budget), "chosen": len(key), "status": sel.status})
+            if sel.chosen and tightening and repeats < MAX_ROUNDS:
+                repeats += 1
+                budget = 0.5 * min(budget, estimate(sens, sel.chosen))
+                continue
             break
         seen.add(key)
+        checks += 1
         chosen = [by_key[k] for k in sel.chosen]
         low = lower(model, chosen, smooth)
         e_cal = errors(cfg.metric, cal[1], run(low, cal[0], **kw))
@@ -189,7 +199,9 @@ def _choose(
             best = (sel.saving_us, chosen, low, e_cal, e_held)
         if ok and worst > 0.9 * cfg.max_error:
             break
-        budget *= 0.9 * cfg.max_error / max(worst, 1e-12)
+        tightening = not ok
+        base = min(budget, estimate(sens, sel.chosen)) if tightening else budget
+        budget = base * 0.9 * cfg.max_error / max(worst, 1e-12)
     if best is None:
         rep["result"] = "exact: no choice stayed within the budget end to end"
         return Lowered(None, rep)
@@ -206,6 +218,16 @@ def _choose(
     rep["error"] = {"calibration": _rounded(e_cal), "held_back": _rounded(e_held)}
     rep["result"] = f"lowered {len(chosen)} of {rep['candidates']} candidate op(s)"
     return Lowered(low, rep)
+
+
+def estimate(sens: dict[Key, dict[str, float]], chosen: list[Key]) -> float:
+    """The error `select` assumes for `chosen`: per output the root-sum-square of the chosen
+    candidates' sensitivities, the largest over outputs."""
+    outputs = {o for k in chosen for o in sens[k]}
+    return max(
+        (float(np.sqrt(sum(sens[k].get(o, 0.0) ** 2 for k in chosen))) for o in outputs),
+        default=0.0,
+    )
 
 
 def _g(x: float) -> float:

@@ -92,3 +92,40 @@ def test_the_budget_can_be_in_cosine_or_top1(tmp_path: Path) -> None:
         _, held, _ = feed_sets(src, cfg)
         independent = errors(metric, run(onnx.load(str(src)), held), run(got.model, held))
         assert independent["y"] <= budget
+
+
+def test_understated_sensitivities_are_tightened_from_the_choices_estimate(
+    tmp_path: Path,
+) -> None:
+    """Sensitivities that understate the combined error a thousandfold (ops' errors
+    compound): the first choice (every op) fails end to end, and scaling the budget alone
+    would keep choosing it; tightening from the choice's own estimate finds a subset within
+    the budget instead of giving up (gpt2_decode with calibration files: exact before)."""
+    from rewrite.precision.forms import candidates, lower
+    from rewrite.precision.lower import _choose
+
+    model = mlp((256, 512, 512, 256), rows=64)
+    cfg = Config(max_error=1.0, kernel_table=tmp_path / "k.json")
+    cal, held, _ = feed_sets(_saved(model, tmp_path), cfg)
+    ref_cal, ref_held = run(model, cal), run(model, held)
+    cands = [c for c in candidates(model) if c.form == "int8_dynamic"]
+
+    def worst(chosen: list) -> float:
+        low = lower(model, chosen)
+        both = [*errors("maxrel", ref_cal, run(low, cal)).values()]
+        return max([*both, *errors("maxrel", ref_held, run(low, held)).values()])
+
+    alone = {c.key: worst([c]) for c in cands}
+    every = worst(cands)
+    assert every > max(alone.values()), "more lowered ops, more error"
+    budget = (every + max(alone.values())) / 2  # all ops exceed it, the best one alone fits
+    sens = {k: {"y": e / 1000} for k, e in alone.items()}
+    saving = {c.key: 10.0 for c in cands}
+    timed = {c.key: (20.0, 10.0) for c in cands}
+    rep: dict = {"candidates": len(cands)}
+    cfg = Config(max_error=budget, kernel_table=tmp_path / "k.json")
+    got = _choose(model, cands, {}, saving, timed, sens, (cal, ref_cal), (held, ref_held), cfg, rep)
+    assert got.model is not None, rep["rounds"]
+    assert rep["rounds"][0]["chosen"] == len(cands) and not rep["rounds"][0]["within_budget"]
+    assert 1 <= len(rep["changed"]) < len(cands)
+    assert max(rep["error"]["held_back"].values()) <= budget
