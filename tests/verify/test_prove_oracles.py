@@ -651,6 +651,50 @@ def test_a_bit_exact_rule_is_checked_bit_for_bit_in_float16() -> None:
     """_prove 100 (the float check run without `bits`): a bit-exact rule's float16 view is
     compared bit for bit, not within tolerance (6144 and 6148 are close, not equal); ORT runs
     float16 Mul in float32 here and agrees, so the verdict is unknown, never proved."""
+    t = time.perf_counter()
     result = prove(_rule("times_three_twice"))
+    elapsed = time.perf_counter() - t
     assert result.status == UNKNOWN, (result.status, result.reason)
     assert "in float16 where the sides differ" in result.reason
+    # _prove 130-132: the float check's unknown carries the bound, the cases and the time
+    assert result.bound == DEFAULT_BOUND.describe() and result.cases >= 1
+    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
+
+
+@RS.rule
+def tanh_odd(x: Tensor) -> Rewrite:
+    """Tanh(-x) = -Tanh(x)   (true; with tanh uninterpreted Z3 answers with values the real
+    function does not take, and the random inputs all agree: unknown, with that reason)"""
+    return rewrite(op.Tanh(-x)).to(-op.Tanh(x))
+
+
+def test_an_unknown_case_reports_its_bound_cases_and_time() -> None:
+    """_prove 108, 120, 122: the result of a rule some case left unknown (not the float check)
+    carries the reason, the bound, the cases checked and the seconds."""
+    bound = Bound(dtypes=(TensorProto.FLOAT,))
+    t = time.perf_counter()
+    result = prove(_rule("tanh_odd"), bound)
+    elapsed = time.perf_counter() - t
+    assert result.status == UNKNOWN
+    assert result.reason.startswith("a counterexample needs values of exp/erf/tanh/sqrt")
+    assert result.bound == bound.describe() and result.cases >= 1
+    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
+
+
+@RS.rule
+def add_sub_cancel(a: Tensor, b: Tensor) -> Rewrite:
+    """(a + b) - b = a   (exact in reals, cancellation in floats: the float check refutes it)"""
+    y = a + b
+    return rewrite(y - b).to(a, y.shape == a.shape)
+
+
+def test_a_float_check_refutation_reports_its_bound_cases_and_time() -> None:
+    """_prove 108, 111: refuted by the float check, after every case held in reals."""
+    bound = Bound(dtypes=(TensorProto.FLOAT,))
+    t = time.perf_counter()
+    result = prove(_rule("add_sub_cancel"), bound)
+    elapsed = time.perf_counter() - t
+    assert result.status == REFUTED and result.counterexample is not None
+    assert "beyond the tolerance of the output" in result.counterexample.why
+    assert result.bound == bound.describe() and result.cases >= 1
+    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
