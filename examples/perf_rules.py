@@ -6,8 +6,10 @@ model where its pattern occurs.
 `examples/refused_rules.py` holds four more that the verifier refuses, each with the ORT run
 that shows why. Not here yet (the rule language cannot say them): Conv + BatchNormalization
 folding (the right side needs a new constant, epsilon as a tensor), decomposed LayerNorm /
-RMSNorm into the fused ops (ReduceMean has no typed form yet), Q/K/V merged with a Split (no
-multi-output ops in rules: the merge below slices instead), Pad folded into Conv's pads.
+RMSNorm into the fused ops (ReduceMean is typed, but the fused op's epsilon attribute would
+come from a matched constant's value, and SimplifiedLayerNormalization has no typed form
+yet), Q/K/V merged with a Split (no multi-output ops in rules: the merge below slices
+instead), Pad folded into Conv's pads.
 """
 
 from rewrite.rules import Ints, Rewrite, RuleSet, Tensor, op, rewrite
