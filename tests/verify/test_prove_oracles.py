@@ -698,3 +698,17 @@ def test_a_float_check_refutation_reports_its_bound_cases_and_time() -> None:
     assert "beyond the tolerance of the output" in result.counterexample.why
     assert result.bound == bound.describe() and result.cases >= 1
     assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
+
+
+def test_a_proof_that_took_exactly_its_time_limit_is_within_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """_over_budget 3 (> -> >=): the limit is "more than max_seconds"; with the prover's clock
+    stopped every case takes 0 s, which a limit of 0 s allows."""
+    from types import SimpleNamespace
+
+    from rewrite.verify import prove as prove_module
+
+    monkeypatch.setattr(prove_module, "time", SimpleNamespace(perf_counter=lambda: 0.0))
+    result = prove(_rule("relu_relu"), Bound(max_seconds=0.0))
+    assert result.status == PROVED, result.reason
