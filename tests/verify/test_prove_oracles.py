@@ -712,3 +712,13 @@ def test_a_proof_that_took_exactly_its_time_limit_is_within_it(
     monkeypatch.setattr(prove_module, "time", SimpleNamespace(perf_counter=lambda: 0.0))
     result = prove(_rule("relu_relu"), Bound(max_seconds=0.0))
     assert result.status == PROVED, result.reason
+
+
+def test_a_proof_reports_its_bound_cases_and_time() -> None:
+    """_prove 140, 142: a proved rule's result carries the bound and the seconds it took."""
+    t = time.perf_counter()
+    result = prove(_rule("relu_relu"))
+    elapsed = time.perf_counter() - t
+    assert result.status == PROVED
+    assert result.bound == DEFAULT_BOUND.describe() and result.cases >= 1
+    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
