@@ -412,7 +412,8 @@ def test_a_refutation_reports_its_bound_cases_and_time() -> None:
     assert result.counterexample.why == "the sides differ"  # the loop's, not the float check's
     assert result.bound == DEFAULT_BOUND.describe()
     assert result.cases == 1
-    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
+    assert isinstance(result.seconds, float) and 0 < result.seconds <= elapsed
+    assert isinstance(result.cases, int)
 
 
 @RS.rule
@@ -429,7 +430,8 @@ def test_a_rule_without_cases_reports_how_long_it_looked() -> None:
     assert result.status == UNKNOWN and result.counterexample is None
     assert result.reason == "no case in the bound matches the left side and its guards"
     assert result.cases == 0 and result.bound == DEFAULT_BOUND.describe()
-    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
+    assert isinstance(result.seconds, float) and 0 < result.seconds <= elapsed
+    assert isinstance(result.cases, int)
 
 
 @RS.rule
@@ -658,7 +660,8 @@ def test_a_bit_exact_rule_is_checked_bit_for_bit_in_float16() -> None:
     assert "in float16 where the sides differ" in result.reason
     # _prove 130-132: the float check's unknown carries the bound, the cases and the time
     assert result.bound == DEFAULT_BOUND.describe() and result.cases >= 1
-    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
+    assert isinstance(result.seconds, float) and 0 < result.seconds <= elapsed
+    assert isinstance(result.cases, int)
 
 
 @RS.rule
@@ -678,7 +681,8 @@ def test_an_unknown_case_reports_its_bound_cases_and_time() -> None:
     assert result.status == UNKNOWN
     assert result.reason.startswith("a counterexample needs values of exp/erf/tanh/sqrt")
     assert result.bound == bound.describe() and result.cases >= 1
-    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
+    assert isinstance(result.seconds, float) and 0 < result.seconds <= elapsed
+    assert isinstance(result.cases, int)
 
 
 @RS.rule
@@ -697,7 +701,8 @@ def test_a_float_check_refutation_reports_its_bound_cases_and_time() -> None:
     assert result.status == REFUTED and result.counterexample is not None
     assert "beyond the tolerance of the output" in result.counterexample.why
     assert result.bound == bound.describe() and result.cases >= 1
-    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
+    assert isinstance(result.seconds, float) and 0 < result.seconds <= elapsed
+    assert isinstance(result.cases, int)
 
 
 def test_a_proof_that_took_exactly_its_time_limit_is_within_it(
@@ -721,4 +726,5 @@ def test_a_proof_reports_its_bound_cases_and_time() -> None:
     elapsed = time.perf_counter() - t
     assert result.status == PROVED
     assert result.bound == DEFAULT_BOUND.describe() and result.cases >= 1
-    assert isinstance(result.seconds, float) and 0 <= result.seconds <= elapsed
+    assert isinstance(result.seconds, float) and 0 < result.seconds <= elapsed
+    assert isinstance(result.cases, int)
