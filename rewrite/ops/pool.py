@@ -9,17 +9,22 @@ storage_order=1). AveragePool divides by the number of input elements in the win
 with count_include_pad=1, by the window size clipped to the padded input. Global pools
 reduce all spatial axes to 1. LRN(X) = X / (bias + alpha/size · Σ_{local channels} X²)^beta.
 
-Typed form: `(AveragePool auto_pad ceil_mode count_include_pad kernel_shape pads strides X)`
+Typed forms: `(AveragePool auto_pad ceil_mode count_include_pad kernel_shape pads strides X)`
 (kernel_shape required; an empty vector is the attribute left out, as for Conv; a node with
 `dilations`, opset 19, stays opaque). Its Z3 semantics sum the input elements each window
-covers in kernel order (float16 in float32, rounded once) and divide by the count. MaxPool,
-GlobalMaxPool, GlobalAveragePool and LRN stay opaque: ORT's kernels treat NaN differently by
-path (1-D skips NaN, the vectorized float32 2-D/3-D kernels keep a trailing NaN) and its
-float16 GlobalAveragePool sums in another order than float32.
+covers in kernel order (float16 in float32, rounded once) and divide by the count.
+`(MaxPool auto_pad ceil_mode dilations kernel_shape pads storage_order strides X)`, Y only (a
+node that declares Indices stays opaque): its reference (where X holds NaN, -inf or -0) and
+Z3 semantics replay ORT's kernel for the form (`_max_pool`: which of NaN, ±0 and the padding
+value wins depends on the MLAS or generic path); float16 is outside its domain (`infer`
+refuses it: ORT's float16 kernels differ between 1-D and 2-D). `(GlobalAveragePool X)`:
+MLAS's global kernel, float32 and float16 (in float32, rounded once) with 1 to 3 spatial axes
+(`_mlas_mean`; ORT has no double kernel). GlobalMaxPool and LRN stay opaque.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Callable, Iterator
@@ -29,6 +34,8 @@ import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
 from onnx import TensorProto
 
+from rewrite.errors import ShapeError
+from rewrite.ops._max_pool import LOWEST, Geometry, max_pool
 from rewrite.ops._z3 import RNE, const, divide, float_only
 from rewrite.ops.base import (
     EggSig,
@@ -54,7 +61,11 @@ from rewrite.ops.registry import register
 
 Array = np.ndarray
 INT64 = TensorProto.INT64
-MAX_POOL_INTS = frozenset({TensorProto.INT8, TensorProto.UINT8})
+MAX_POOL_TYPES = frozenset(
+    {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT8, TensorProto.UINT8}
+)
+"""MaxPool's typed domain: ORT's float16 kernels treat padding and NaN differently between 1-D
+and 2-D (`_max_pool`), and it has no bfloat16 kernel."""
 
 
 def _pool_window(call: OpCall, n: int) -> Window:
@@ -72,7 +83,7 @@ def _pool_window(call: OpCall, n: int) -> Window:
 def _pool_infer(call: OpCall) -> list[TensorType]:
     """Y: (N, C, O...) in X's dtype; MaxPool's Indices: the same shape in INT64."""
     x = call.input(0)
-    float_dtype(call, x.dtype, FLOATS | MAX_POOL_INTS if call.op_type == "MaxPool" else FLOATS)
+    float_dtype(call, x.dtype, MAX_POOL_TYPES if call.op_type == "MaxPool" else FLOATS)
     ks = call.attr("kernel_shape")
     shape: Shape | None
     if x.shape is None:
@@ -129,7 +140,30 @@ def _max_pool_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
         index = np.where(better, flat, index)
     nc = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[:2] + (1,) * len(out_sp))
     index = index + nc * math.prod(spatial)
-    return [best.astype(x.dtype), index.astype(np.int64)][: max(1, call.n_outputs)]
+    y = best.astype(x.dtype)
+    special = x.dtype.kind == "f" and (~np.isfinite(x) | ((x == 0) & np.signbit(x))).any()
+    if special and call.input(0).dtype in LOWEST:  # NaN, -inf or -0: ORT's kernels exactly
+        cells = np.empty(x.size, dtype=object)
+        cells[:] = list(x.reshape(-1))
+        with contextlib.suppress(ShapeError):  # a form ORT's kernels refuse: as above
+            y = np.array(_max_pool_y(call, cells.reshape(x.shape)).tolist(), dtype=x.dtype)
+    return [y, index.astype(np.int64)][: max(1, call.n_outputs)]
+
+
+def _max_pool_y(call: OpCall, x: Array) -> Array:
+    w = _pool_window(call, x.ndim - 2)
+    ceil = bool(call.attr("ceil_mode", 0))
+    out_sp = tuple(int(out_dim(call, w, i, d, ceil)) for i, d in enumerate(x.shape[2:]))  # type: ignore[arg-type]
+    pads = resolved_pads(w, x.shape[2:], out_sp)
+    kernel = tuple(int(k) for k in w.kernel)  # type: ignore[arg-type]
+    return max_pool(call, x, Geometry(kernel, w.strides, w.dilations, pads, out_sp))
+
+
+def _z3_max_pool(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """Y as ORT's kernel for this form computes it (`_max_pool`)."""
+    x = arrays[0]
+    assert x is not None
+    return [_max_pool_y(call, x)]
 
 
 def _average_pool_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
@@ -225,6 +259,20 @@ def _pool_attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
     return None
 
 
+_WINDOW_ATTRS: tuple[tuple[str, str, Any], ...] = (
+    ("auto_pad", "String", "NOTSET"),
+    ("ceil_mode", "i64", 0),
+    ("kernel_shape", "VecI", None),  # required: a node without it stays opaque
+    ("pads", "VecI", ()),
+    ("strides", "VecI", ()),
+)
+
+
+def _pool_sig(*extra: tuple[str, str, Any]) -> EggSig:
+    """The typed form of a windowed pool: the window attributes and `extra`, by name."""
+    return EggSig(attrs=tuple(sorted(_WINDOW_ATTRS + extra, key=lambda a: a[0])))
+
+
 def _pool_flops(call: OpCall, outputs: list[TensorType]) -> float:
     """One operation per output element per kernel tap that lands inside the input.
 
@@ -255,6 +303,16 @@ def _global_infer(call: OpCall) -> list[TensorType]:
     return [TensorType(x.dtype, (*x.shape[:2], *[1] * (len(x.shape) - 2)))]
 
 
+def _global_average_infer(call: OpCall) -> list[TensorType]:
+    """As the other global pools, for what ORT runs: float32 or float16 with 1 to 3 spatial
+    axes (it has no double kernel; MLAS refuses other ranks)."""
+    x = call.input(0)
+    float_dtype(call, x.dtype, frozenset({TensorProto.FLOAT, TensorProto.FLOAT16}))
+    if x.shape is not None and not 3 <= len(x.shape) <= 5:
+        raise fail(call, "X must have 1 to 3 spatial axes (ORT)")
+    return _global_infer(call)
+
+
 def _global_ref(fn: Callable[..., Array]) -> ReferenceFn:
     def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
         x = arrays[0]
@@ -265,19 +323,49 @@ def _global_ref(fn: Callable[..., Array]) -> ReferenceFn:
     return reference
 
 
+def _mlas_mean(vals: list[Any], zero: Any, count: Any) -> Any:
+    """MLAS's global average (`MlasPoolGlobalKernel`): four lanes from +0 (`zero`), lane j
+    adding elements j, j + 4, ... of each whole block of 4, reduced as (l0 + l2) + (l1 + l3);
+    the elements after the last whole block added one by one; divided by `count`. On Z3 terms
+    or on numpy arrays (one plane per row)."""
+    n4 = len(vals) // 4 * 4
+    lanes = [zero] * 4
+    for b in range(0, n4, 4):
+        lanes = [lane + v for lane, v in zip(lanes, vals[b : b + 4], strict=True)]
+    total = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3])
+    for v in vals[n4:]:
+        total = total + v
+    return divide(total, count) if z3.is_expr(total) else total / count
+
+
 def _global_average_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """The mean over the spatial axes summed in order in float32 (float64 for float64), as
-    ORT's kernel sums: a float64 sum would keep what float32 partial sums absorb."""
+    """The mean over the spatial axes in MLAS's order (`_mlas_mean`), in X's dtype (float16
+    in float32, rounded once)."""
     x = arrays[0]
     assert x is not None
-    wide = np.dtype(np.float64 if x.dtype == np.float64 else np.float32)
-    flat: Any = x.reshape(*x.shape[:2], -1).astype(wide)
-    total = flat[..., 0].copy()
-    for i in range(1, flat.shape[-1]):
-        total = total + flat[..., i]
+    wide = np.dtype(np.float32 if x.dtype in (np.float16, np.float32) else x.dtype)
+    flat = x.reshape(x.shape[0] * x.shape[1], -1).astype(wide)
     with np.errstate(all="ignore"):
-        y = (total / wide.type(flat.shape[-1])).astype(x.dtype)
-    return [y.reshape(*x.shape[:2], *[1] * (x.ndim - 2))]
+        y = _mlas_mean(list(flat.T), wide.type(0), wide.type(flat.shape[1]))
+    return [np.asarray(y).astype(x.dtype).reshape(*x.shape[:2], *[1] * (x.ndim - 2))]
+
+
+def _z3_global_average_pool(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """The mean of each (N, C) plane in MLAS's order (`_mlas_mean`); float16 in float32,
+    rounded once (ORT converts the buffer)."""
+    x = arrays[0]
+    assert x is not None
+    _global_average_infer(call)  # float32 / float16, 1 to 3 spatial axes
+    flat = x.reshape(*x.shape[:2], -1)
+    y = np.empty((*x.shape[:2], *[1] * (x.ndim - 2)), dtype=object)
+    for nc in np.ndindex(*x.shape[:2]):
+        vals = list(flat[nc])
+        narrow = vals[0].sort() if z3.is_fp(vals[0]) and vals[0].sort().sbits() < 24 else None
+        if narrow is not None:
+            vals = [z3.fpToFP(RNE, v, z3.Float32()) for v in vals]
+        m = _mlas_mean(vals, const(0, vals[0]), const(len(vals), vals[0]))
+        y[nc + (0,) * (x.ndim - 2)] = m if narrow is None else z3.fpToFP(RNE, m, narrow)
+    return [y]
 
 
 def _global_flops(call: OpCall, outputs: list[TensorType]) -> float:
@@ -309,27 +397,37 @@ def _lrn_flops(call: OpCall, outputs: list[TensorType]) -> float:
     return (int(call.attr("size", 1)) + 4) * elementwise_flops(call, outputs)
 
 
-register(OpSpec("MaxPool", _pool_infer, _max_pool_ref, _pool_flops))
+register(
+    OpSpec(
+        "MaxPool",
+        _pool_infer,
+        _max_pool_ref,
+        _pool_flops,
+        egg=_pool_sig(("dilations", "VecI", ()), ("storage_order", "i64", 0)),
+        z3=_z3_max_pool,
+        attr_values=_pool_attr_values,
+    )
+)
 register(
     OpSpec(
         "AveragePool",
         _pool_infer,
         _average_pool_ref,
         _pool_flops,
-        egg=EggSig(
-            attrs=(
-                ("auto_pad", "String", "NOTSET"),
-                ("ceil_mode", "i64", 0),
-                ("count_include_pad", "i64", 0),
-                ("kernel_shape", "VecI", None),
-                ("pads", "VecI", ()),
-                ("strides", "VecI", ()),
-            )
-        ),
+        egg=_pool_sig(("count_include_pad", "i64", 0)),
         z3=_z3_average_pool,
         attr_values=_pool_attr_values,
     )
 )
 register(OpSpec("GlobalMaxPool", _global_infer, _global_ref(np.max), _global_flops))
-register(OpSpec("GlobalAveragePool", _global_infer, _global_average_ref, _global_flops))
+register(
+    OpSpec(
+        "GlobalAveragePool",
+        _global_average_infer,
+        _global_average_ref,
+        _global_flops,
+        egg=EggSig(),
+        z3=_z3_global_average_pool,
+    )
+)
 register(OpSpec("LRN", _lrn_infer, _lrn_ref, _lrn_flops))

@@ -164,8 +164,7 @@ def test_optimize_round_trips_the_typed_ops_and_ort_agrees(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("node", "inits"),
     [
-        (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2]), []),
-        (helper.make_node("GlobalAveragePool", ["x"], ["y"]), []),
+        (helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2]), []),
         (helper.make_node("LRN", ["x"], ["y"], size=3), []),
         (
             helper.make_node("Pad", ["x", "p", "", "ax"], ["y"]),
@@ -182,8 +181,8 @@ def test_optimize_round_trips_the_typed_ops_and_ort_agrees(tmp_path: Path) -> No
 def test_the_ops_left_opaque_stay_opaque(
     node: onnx.NodeProto, inits: list[onnx.TensorProto], tmp_path: Path
 ) -> None:
-    """NaN handling (MaxPool) and float16 sums (GlobalAveragePool) differ between ORT's kernels;
-    Pad with axes and BatchNormalization with training_mode have no typed form."""
+    """MaxPool with Indices, LRN, Pad with axes and BatchNormalization with training_mode have
+    no typed form."""
     model = _model([node], inits)
     model.opset_import[0].version = 18
     path = tmp_path / "in.onnx"
@@ -197,6 +196,8 @@ def test_the_ops_left_opaque_stay_opaque(
         ("Conv", [(2, 4, 5, 6), (6, 2, 3, 2), (6,)]),
         ("Conv", [(1, 3, 7), (3, 1, 2), (3,)]),
         ("AveragePool", [(1, 2, 4, 4)]),
+        ("MaxPool", [(1, 2, 4, 4)]),
+        ("MaxPool", [(1, 2, 5)]),
     ],
 )
 def test_attribute_values_fit_the_input_shapes(op: str, inputs: list[tuple[int, ...]]) -> None:
