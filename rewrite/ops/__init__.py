@@ -13,6 +13,7 @@ from rewrite.ops import (  # noqa: F401  (import order: the registry must exist 
     conv,
     elementwise,
     gather,
+    global_pool,
     logic,
     matmul,
     norm,

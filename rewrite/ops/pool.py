@@ -1,4 +1,4 @@
-"""Pooling: MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool, and LRN.
+"""Windowed pooling: MaxPool and AveragePool.
 
 Contract: MaxPool / AveragePool(X (N, C, D...)) -> Y (N, C, O...) over windows of
 `kernel_shape` (required) with strides, dilations, pads and auto_pad as for Conv (see
@@ -6,8 +6,8 @@ Contract: MaxPool / AveragePool(X (N, C, D...)) -> Y (N, C, O...) over windows o
 padding. MaxPool ignores padding and its optional second output is the INT64 flat index of
 each maximum in X (row-major over N, C, D..., or column-major over D... when
 storage_order=1). AveragePool divides by the number of input elements in the window, or,
-with count_include_pad=1, by the window size clipped to the padded input. Global pools
-reduce all spatial axes to 1. LRN(X) = X / (bias + alpha/size · Σ_{local channels} X²)^beta.
+with count_include_pad=1, by the window size clipped to the padded input. The global
+pools and LRN are in `global_pool.py`.
 
 Typed forms: `(AveragePool auto_pad ceil_mode count_include_pad kernel_shape pads strides X)`
 (kernel_shape required; an empty vector is the attribute left out, as for Conv; a node with
@@ -17,9 +17,7 @@ covers in kernel order (float16 in float32, rounded once) and divide by the coun
 node that declares Indices stays opaque): its reference (where X holds NaN, -inf or -0) and
 Z3 semantics replay ORT's kernel for the form (`_max_pool`: which of NaN, ±0 and the padding
 value wins depends on the MLAS or generic path); float16 is outside its domain (`infer`
-refuses it: ORT's float16 kernels differ between 1-D and 2-D). `(GlobalAveragePool X)`:
-MLAS's global kernel, float32 and float16 (in float32, rounded once) with 1 to 3 spatial axes
-(`_mlas_mean`; ORT has no double kernel). GlobalMaxPool and LRN stay opaque.
+refuses it: ORT's float16 kernels differ between 1-D and 2-D).
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -41,10 +39,8 @@ from rewrite.ops.base import (
     EggSig,
     OpCall,
     OpSpec,
-    ReferenceFn,
     Shape,
     TensorType,
-    elementwise_flops,
     fail,
 )
 from rewrite.ops.conv import (
@@ -292,111 +288,6 @@ def _pool_flops(call: OpCall, outputs: list[TensorType]) -> float:
     return min(taps, float(x * overlap))
 
 
-def _global_infer(call: OpCall) -> list[TensorType]:
-    """Y: (N, C, 1, ...) in X's dtype."""
-    x = call.input(0)
-    float_dtype(call, x.dtype)
-    if x.shape is None:
-        return [TensorType(x.dtype, None)]
-    if len(x.shape) < 2:
-        raise fail(call, "X must have rank >= 2")
-    return [TensorType(x.dtype, (*x.shape[:2], *[1] * (len(x.shape) - 2)))]
-
-
-def _global_average_infer(call: OpCall) -> list[TensorType]:
-    """As the other global pools, for what ORT runs: float32 or float16 with 1 to 3 spatial
-    axes (it has no double kernel; MLAS refuses other ranks)."""
-    x = call.input(0)
-    float_dtype(call, x.dtype, frozenset({TensorProto.FLOAT, TensorProto.FLOAT16}))
-    if x.shape is not None and not 3 <= len(x.shape) <= 5:
-        raise fail(call, "X must have 1 to 3 spatial axes (ORT)")
-    return _global_infer(call)
-
-
-def _global_ref(fn: Callable[..., Array]) -> ReferenceFn:
-    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-        x = arrays[0]
-        assert x is not None
-        axes = tuple(range(2, x.ndim))
-        return [fn(x.astype(np.float64), axis=axes, keepdims=True).astype(x.dtype)]
-
-    return reference
-
-
-def _mlas_mean(vals: list[Any], zero: Any, count: Any) -> Any:
-    """MLAS's global average (`MlasPoolGlobalKernel`): four lanes from +0 (`zero`), lane j
-    adding elements j, j + 4, ... of each whole block of 4, reduced as (l0 + l2) + (l1 + l3);
-    the elements after the last whole block added one by one; divided by `count`. On Z3 terms
-    or on numpy arrays (one plane per row)."""
-    n4 = len(vals) // 4 * 4
-    lanes = [zero] * 4
-    for b in range(0, n4, 4):
-        lanes = [lane + v for lane, v in zip(lanes, vals[b : b + 4], strict=True)]
-    total = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3])
-    for v in vals[n4:]:
-        total = total + v
-    return divide(total, count) if z3.is_expr(total) else total / count
-
-
-def _global_average_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """The mean over the spatial axes in MLAS's order (`_mlas_mean`), in X's dtype (float16
-    in float32, rounded once)."""
-    x = arrays[0]
-    assert x is not None
-    wide = np.dtype(np.float32 if x.dtype in (np.float16, np.float32) else x.dtype)
-    flat = x.reshape(x.shape[0] * x.shape[1], -1).astype(wide)
-    with np.errstate(all="ignore"):
-        y = _mlas_mean(list(flat.T), wide.type(0), wide.type(flat.shape[1]))
-    return [np.asarray(y).astype(x.dtype).reshape(*x.shape[:2], *[1] * (x.ndim - 2))]
-
-
-def _z3_global_average_pool(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """The mean of each (N, C) plane in MLAS's order (`_mlas_mean`); float16 in float32,
-    rounded once (ORT converts the buffer)."""
-    x = arrays[0]
-    assert x is not None
-    _global_average_infer(call)  # float32 / float16, 1 to 3 spatial axes
-    flat = x.reshape(*x.shape[:2], -1)
-    y = np.empty((*x.shape[:2], *[1] * (x.ndim - 2)), dtype=object)
-    for nc in np.ndindex(*x.shape[:2]):
-        vals = list(flat[nc])
-        narrow = vals[0].sort() if z3.is_fp(vals[0]) and vals[0].sort().sbits() < 24 else None
-        if narrow is not None:
-            vals = [z3.fpToFP(RNE, v, z3.Float32()) for v in vals]
-        m = _mlas_mean(vals, const(0, vals[0]), const(len(vals), vals[0]))
-        y[nc + (0,) * (x.ndim - 2)] = m if narrow is None else z3.fpToFP(RNE, m, narrow)
-    return [y]
-
-
-def _global_flops(call: OpCall, outputs: list[TensorType]) -> float:
-    """One operation per input element."""
-    return float(call.input(0).numel or 0)
-
-
-def _lrn_infer(call: OpCall) -> list[TensorType]:
-    """Y: X's type; `size` is required."""
-    if call.attr("size") is None:
-        raise fail(call, "attribute 'size' is required")
-    return [call.input(0)]
-
-
-def _lrn_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    x = arrays[0]
-    assert x is not None
-    size = int(call.attr("size"))
-    alpha, beta, bias = call.attr("alpha", 1e-4), call.attr("beta", 0.75), call.attr("bias", 1.0)
-    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
-    sq = np.pad(x.astype(np.float64) ** 2, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
-    c = x.shape[1]
-    ssum = sum(sq[:, j : j + c] for j in range(size))
-    return [(x / (bias + alpha / size * ssum) ** beta).astype(x.dtype)]
-
-
-def _lrn_flops(call: OpCall, outputs: list[TensorType]) -> float:
-    """size multiply-adds plus ~4 (scale, pow, divide) per element."""
-    return (int(call.attr("size", 1)) + 4) * elementwise_flops(call, outputs)
-
-
 register(
     OpSpec(
         "MaxPool",
@@ -419,15 +310,3 @@ register(
         attr_values=_pool_attr_values,
     )
 )
-register(OpSpec("GlobalMaxPool", _global_infer, _global_ref(np.max), _global_flops))
-register(
-    OpSpec(
-        "GlobalAveragePool",
-        _global_average_infer,
-        _global_average_ref,
-        _global_flops,
-        egg=EggSig(),
-        z3=_z3_global_average_pool,
-    )
-)
-register(OpSpec("LRN", _lrn_infer, _lrn_ref, _lrn_flops))
