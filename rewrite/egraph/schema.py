@@ -45,6 +45,7 @@ _SAME_SHAPE = [
     "Dropout",
     "Softmax",
     "LayerNormalization",
+    "SimplifiedLayerNormalization",
     "Abs",
     "Log",
     "Sin",

@@ -12,6 +12,14 @@ Y = X·s + (B - mean·s). InstanceNormalization does the same with the mean and 
 each (n, c) over the spatial axes. Softmax along `axis` from opset 13 (default -1); before 13
 (default axis 1) over X coerced to 2-D at `axis` (dims [0, axis) x [axis, rank)). All keep
 X's dtype and shape.
+
+SimplifiedLayerNormalization(X, scale) (RMSNorm; ORT registers it in the ONNX domain "", not
+in com.microsoft) normalizes over axes [axis, rank): Y = X / sqrt(mean(X²) + epsilon) · scale;
+typed (one output) with its Z3 semantics in the order ORT 1.32's CPU kernel computes it, in
+X's dtype: X² rounded, summed left to right, divided by n, + epsilon, sqrt, then X / that,
+then · scale (bit-identical to ORT for n < 16; ORT's kernel sums 16 or more elements
+vectorized, in an order no semantics here states). A scale that broadcasts (fewer than n
+elements) takes ORT's other path: float64 throughout, rounded once (as LayerNormalization).
 """
 
 from __future__ import annotations
@@ -240,6 +248,69 @@ def _layer_norm_terms(call: OpCall, x: Array, scale: Array, b: Array) -> Array:
     return (x - mean) * inv * scale + b
 
 
+def _rms_norm_infer(call: OpCall) -> list[TensorType]:
+    """Y: X's type; InvStdDev (optional): X's shape with axes >= axis set to 1, stash dtype."""
+    return _layer_norm_infer(call)[: max(1, min(2, call.n_outputs))]
+
+
+def _rms_norm_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """As ORT's kernel: a scale of n elements in X's dtype, x² summed left to right (a
+    cumulative sum); a broadcast scale in float64, rounded once."""
+    x, scale = arrays[0], arrays[1]
+    assert x is not None and scale is not None
+    axis = _axis(call, x.ndim, -1) or 0
+    n = int(np.prod(x.shape[axis:], dtype=np.int64))
+    dt = x.dtype if scale.size == n else np.dtype(np.float64)
+    xs = x.astype(dt)
+    with np.errstate(all="ignore"):
+        flat = (xs * xs).reshape(*x.shape[:axis], n)
+        total = np.cumsum(flat, axis=-1, dtype=dt)[..., -1:] if n else np.zeros_like(flat[..., :1])
+        ms = (total / dt.type(n)).astype(dt).reshape(*x.shape[:axis], *[1] * (x.ndim - axis))
+        r = np.sqrt(ms + dt.type(np.float32(call.attr("epsilon", 1e-5)))).astype(dt)
+        y = ((xs / r).astype(dt) * scale.astype(dt)).astype(x.dtype)
+    stash = np.dtype(np.float32) if call.attr("stash_type", 1) == 1 else x.dtype
+    return [y, (1 / r).astype(stash)][: max(1, min(2, call.n_outputs))]
+
+
+def _z3_rms_norm(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """X / sqrt(sum(X·X) / n + epsilon) · scale over axes [axis, rank), as ORT's kernel: with a
+    scale of n elements left to right in X's dtype (x² overflows to inf at 1e20 in float32:
+    Y = 0); with a broadcast scale in float64, rounded to X's dtype once."""
+    float_only(call)
+    x, scale = arrays[0], arrays[1]
+    assert x is not None and scale is not None
+    axes = tuple(range(_axis(call, x.ndim, -1) or 0, x.ndim))
+    n = int(np.prod([x.shape[a] for a in axes]))
+    if scale.size != n and current_model() == IEEE and z3.is_fp(x.flat[0]):
+        sort = x.flat[0].sort()
+        wide = [vmap(lambda t: z3.fpToFP(RNE, t, z3.Float64()), a) for a in (x, scale)]
+        y = _rms_norm_terms(call, axes, n, *wide)
+        return [vmap(lambda t: z3.fpToFP(RNE, t, sort), y)]
+    return [_rms_norm_terms(call, axes, n, x, scale)]
+
+
+def _rms_norm_terms(call: OpCall, axes: tuple[int, ...], n: int, x: Array, scale: Array) -> Array:
+    ms = (x * x).sum(axis=axes, keepdims=True) / n
+    eps = float(np.float32(call.attr("epsilon", 1e-5)))  # an ONNX float attribute is float32
+    r = vmap(lambda v: square_root(v + eps, SQRT), ms)
+    return vmap(divide, x, r) * scale
+
+
+_NORM_ATTRS = (("axis", "i64", -1), ("epsilon", "f64", 1e-5), ("stash_type", "i64", 1))
+"""LayerNormalization's and SimplifiedLayerNormalization's typed attributes."""
+
+register(
+    OpSpec(
+        "SimplifiedLayerNormalization",
+        _rms_norm_infer,
+        _rms_norm_ref,
+        per_element(5),
+        # ORT's schema is in the ONNX domain (version 1); typed with only Y used
+        egg=EggSig(attrs=_NORM_ATTRS, n_inputs=2),
+        z3=_z3_rms_norm,
+        doc="SimplifiedLayerNormalization(X, scale) = X / sqrt(mean(X²) + epsilon) · scale",
+    )
+)
 register(
     OpSpec(
         "LayerNormalization",
@@ -247,10 +318,7 @@ register(
         _layer_norm_ref,
         per_element(8),
         # typed with scale and bias given and only the normalized output used
-        egg=EggSig(
-            attrs=(("axis", "i64", -1), ("epsilon", "f64", 1e-5), ("stash_type", "i64", 1)),
-            n_inputs=3,
-        ),
+        egg=EggSig(attrs=_NORM_ATTRS, n_inputs=3),
         z3=_z3_layer_norm,
     )
 )

@@ -94,6 +94,16 @@ CASES = [
         ((2, 3), (3,), (3,)),
         values={"axis": -1, "epsilon": 1e-5, "stash_type": 1},
     ),
+    OpCase(
+        "SimplifiedLayerNormalization",
+        ((2, 3), (3,)),
+        values={"axis": -1, "epsilon": 1e-5, "stash_type": 1},
+    ),
+    OpCase(
+        "SimplifiedLayerNormalization",
+        ((2, 3, 4), (3, 4)),
+        values={"axis": 1, "epsilon": 1e-6, "stash_type": 1},
+    ),
     OpCase("QuickGelu", ((2, 3),), values={"alpha": 1.702}, domain=MS),
     OpCase("QuickGelu", ((2, 3),), values={"alpha": 1.0}, domain=MS),
     OpCase("Gelu", ((2, 3),), domain=MS),
