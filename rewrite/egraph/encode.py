@@ -23,6 +23,7 @@ import onnx
 from egglog import bindings
 from onnx import numpy_helper
 
+from rewrite.egraph.literals import literal, q, vec
 from rewrite.egraph.schema import SYM_BASE, egg_name, program, writable
 from rewrite.onnx_io.graph import Graph, Node, release_pages
 from rewrite.ops.base import EggSig, TensorType, onnx_dtype
@@ -262,10 +263,9 @@ class _Encoder:
             if not inputs[i] and i in sig.omittable:
                 args.append(vec([]))
                 continue
-            arr = self.const_value(inputs[i])
-            if arr is None or arr.ndim != 1 or arr.dtype.kind not in "iu":
+            dims = self.const_ints(inputs[i])
+            if dims is None:
                 return None
-            dims = [int(x) for x in arr]
             if n.op_type == "Reshape":
                 dims = self.resolve_reshape(n, dims, int(attrs.get("allowzero", 0)))
             if not writable(dims):
@@ -286,10 +286,10 @@ class _Encoder:
             cut = min(cut, index)
             if not inputs[index]:
                 continue
-            arr = self.const_value(inputs[index])
-            if arr is None or arr.ndim != 1 or arr.dtype.kind not in "iu":
+            ints = self.const_ints(inputs[index])
+            if ints is None:
                 return None
-            attrs[name] = [int(x) for x in arr]
+            attrs[name] = ints
         return attrs, inputs[:cut]
 
     def resolve_reshape(self, n: Node, dims: list[int], allowzero: int) -> list[int]:
@@ -354,6 +354,13 @@ class _Encoder:
     def const_value(self, value: str) -> np.ndarray | None:
         return self.consts.get(self.canon.get(value, ""))
 
+    def const_ints(self, value: str) -> list[int] | None:
+        """`value`'s constant as a list of ints, or None unless it is a 1-D integer tensor."""
+        arr = self.const_value(value)
+        if arr is None or arr.ndim != 1 or arr.dtype.kind not in "iu":
+            return None
+        return [int(x) for x in arr]
+
     def is_false(self, value: str) -> bool:
         arr = self.const_value(value)
         return arr is not None and arr.size == 1 and not bool(arr.reshape(-1)[0])
@@ -394,28 +401,3 @@ def encode(graph: Graph) -> Encoded:
         enc.typed,
         enc.n_opaque,
     )
-
-
-def q(s: str) -> str:
-    """An egglog string literal."""
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def vec(dims: list[int]) -> str:
-    return f"(vec-of {' '.join(str(d) for d in dims)})" if dims else "(vec-empty)"
-
-
-def literal(val: Any, sort: str) -> str:
-    """An attribute value as an egglog literal of `sort`."""
-    if sort == "i64":
-        return str(int(val))
-    if sort == "f64":
-        f = float(val)
-        if math.isnan(f) or math.isinf(f):
-            raise ValueError("non-finite float attribute")
-        return repr(f) if "." in repr(f) or "e" in repr(f) else f"{f}.0"
-    if sort == "String":
-        return q(str(val))
-    if sort == "VecI":
-        return vec([int(x) for x in val])
-    raise ValueError(f"unknown attribute sort {sort}")
