@@ -45,7 +45,7 @@ from rewrite.pipeline import JobResult, Options, _first_line, _stat, default_rul
 from rewrite.provenance import rule_effects
 from rewrite.publish import clear
 from rewrite.report import STATUS_FALLBACK, STATUS_NOT_FASTER, STATUS_OPTIMIZED, Report
-from rewrite.rules.fold import fold_constants
+from rewrite.rules.fold import fold_constants, fold_to_fixpoint
 from rewrite.rules.saturate import saturate
 from rewrite.saving import Saver
 
@@ -247,7 +247,7 @@ def _optimize_graph(
     work = graph
     if opts.fold and rulesets:
         with clock.stage("fold"):
-            work, fstats = fold_constants(graph)
+            work, fstats = fold_to_fixpoint(graph)
         report.folded = fstats.folded
         if fstats.skipped:
             report.warnings.append(fstats.skipped)

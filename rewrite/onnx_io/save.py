@@ -30,7 +30,7 @@ from rewrite.errors import ModelError
 from rewrite.files import make_temp
 from rewrite.onnx_io.check import CHECKS, CheckerError
 from rewrite.onnx_io.graph import Graph, Node
-from rewrite.onnx_io.shapes import copy_fields, first_line
+from rewrite.onnx_io.shapes import add_light, copy_fields, first_line
 
 EXTERNAL_THRESHOLD = int(1.8e9)
 """Models whose serialized size exceeds this are written with external data."""
@@ -61,6 +61,13 @@ def to_model(graph: Graph) -> onnx.ModelProto:
     """
     m = _skeleton(graph)
     m.graph.initializer.extend(_used_initializers(graph))
+    return m
+
+
+def light_model(graph: Graph) -> onnx.ModelProto:
+    """`to_model(graph)` with initializers of STUB_BYTES or more as stubs (for shape inference)."""
+    m = _skeleton(graph)
+    add_light(_used_initializers(graph), m.graph)
     return m
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import tempfile
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -75,18 +76,23 @@ def light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     copy_fields(model, {"graph"}, out)
     copy_fields(model.graph, {"initializer"}, out.graph)
-    for t in model.graph.initializer:
+    add_light(model.graph.initializer, out.graph)
+    return out
+
+
+def add_light(initializers: Iterable[onnx.TensorProto], g: onnx.GraphProto) -> None:
+    """Append `initializers` to `g`, those of STUB_BYTES or more as stubs (name, dtype, dims)."""
+    for t in initializers:
         if not _at_least(t, STUB_BYTES):
-            out.graph.initializer.append(t)
+            g.initializer.append(t)
             continue
-        stub = out.graph.initializer.add()
+        stub = g.initializer.add()
         stub.name = t.name
         stub.data_type = t.data_type
         stub.dims.extend(t.dims)
         stub.data_location = onnx.TensorProto.EXTERNAL
         entry = stub.external_data.add()
         entry.key, entry.value = "location", _STUB_LOCATION
-    return out
 
 
 def _at_least(t: onnx.TensorProto, n: int) -> bool:
@@ -145,7 +151,7 @@ def infer_types(
     stale = 0
     for name, t in pure.items():
         if t.dtype and t.shape is not None:
-            stale += name in types and _conflict(types[name], t)
+            stale += name in types and conflict(types[name], t)
             types[name] = t
     if stale:
         notes.append(
@@ -166,7 +172,7 @@ def _collect(g: onnx.GraphProto) -> dict[str, TensorType]:
     return types
 
 
-def _conflict(a: TensorType, b: TensorType) -> bool:
+def conflict(a: TensorType, b: TensorType) -> bool:
     """Known dtypes, ranks or static dims that differ."""
     if a.dtype and b.dtype and a.dtype != b.dtype:
         return True

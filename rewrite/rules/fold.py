@@ -12,7 +12,8 @@ Initializers that only folded nodes read are dropped with them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -20,10 +21,13 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from rewrite.onnx_io.graph import Graph, Node
+from rewrite.onnx_io.save import light_model
+from rewrite.onnx_io.shapes import conflict, infer_types
 from rewrite.ops.base import TensorType, onnx_dtype
 from rewrite.ops.registry import NONDETERMINISTIC, lookup
 
 MAX_ELEMENTS = 1 << 20
+MAX_ROUNDS = 4
 
 
 @dataclass
@@ -90,6 +94,57 @@ def fold_constants(graph: Graph, *, max_elements: int = MAX_ELEMENTS) -> tuple[G
     )
     out._arrays.update(graph._arrays)
     return out, stats
+
+
+def fold_to_fixpoint(
+    graph: Graph, *, max_elements: int = MAX_ELEMENTS, rounds: int = MAX_ROUNDS
+) -> tuple[Graph, FoldStats]:
+    """`fold_constants` repeated while folding makes shapes static, at most `rounds` times.
+
+    Shape inference at load cannot see through values computed at run time (a Pad whose pads
+    come from Shape/Slice/Concat arithmetic has an output of unknown size, and so has
+    everything after it). Once such a chain is folded, ONNX shape inference runs again on the
+    folded graph; a value whose inferred shape is more static than before (same rank, no dim
+    that contradicts) takes it, and the next round folds the `Shape`/`Size` of it.
+    """
+    stats = FoldStats()
+    for _ in range(rounds):
+        graph, step = fold_constants(graph, max_elements=max_elements)
+        for op, k in step.folded.items():
+            stats.folded[op] = stats.folded.get(op, 0) + k
+        stats.skipped = stats.skipped or step.skipped
+        if not step.total:
+            break
+        types = _refined_types(graph)
+        if types is None:
+            break
+        graph = replace(graph, types=types)
+    return graph, stats
+
+
+def _refined_types(graph: Graph) -> dict[str, TensorType] | None:
+    """`graph.types` with the more static shapes ONNX shape inference now finds; None if none."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a failure here was already reported at load
+        inferred = infer_types(light_model(graph), str(graph.path or "model"), [])
+    types = dict(graph.types)
+    changed = False
+    for name, t in inferred.items():
+        old = types.get(name)
+        if t.shape is None or not t.dtype:
+            continue
+        if old is not None and old.shape is not None:
+            if old.dtype != t.dtype or len(old.shape) != len(t.shape) or conflict(old, t):
+                continue
+            if _static_dims(t) <= _static_dims(old):
+                continue
+        types[name] = t
+        changed = True
+    return types if changed else None
+
+
+def _static_dims(t: TensorType) -> int:
+    return sum(isinstance(d, int) for d in t.shape or ())
 
 
 def _numel(graph: Graph, name: str) -> int:

@@ -11,7 +11,7 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 from rewrite.onnx_io import Graph, load, to_model
-from rewrite.rules.fold import fold_constants
+from rewrite.rules.fold import fold_constants, fold_to_fixpoint
 from tests.egraph.models import (
     assert_bit_identical,
     const,
@@ -187,3 +187,53 @@ def test_concat_of_weights_folds_whatever_its_size_and_drops_the_parts(tmp_path:
     assert "w2" not in folded.initializers  # read only by the folded Concat
     assert "w1" in folded.initializers  # the Expand (grows 256 -> 16,384: kept) still reads it
     assert_bit_identical(m, to_model(folded))
+
+
+def _computed_pad_model() -> onnx.ModelProto:
+    """Pad whose pads are computed from Shape(x) (as TF-style "same" padding exports write it),
+    then the Shape of the padded value reshaping another input: load's shape inference cannot
+    size the Pad's output, so the second Shape is not foldable until the first chain is."""
+    return model(
+        [
+            h.make_node("Shape", ["x"], ["sx"]),
+            h.make_node("Slice", ["sx", "two", "four"], ["hw"]),
+            h.make_node("Sub", ["hw", "one"], ["grow"]),
+            h.make_node("Concat", ["zeros", "grow", "zeros", "grow"], ["pads"], axis=0),
+            h.make_node("Pad", ["x", "pads"], ["p"]),
+            h.make_node("Relu", ["p"], ["r"]),
+            h.make_node("Shape", ["r"], ["sr"]),
+            h.make_node("Reshape", ["z", "sr"], ["y"]),
+            h.make_node("Add", ["y", "r"], ["out"]),
+        ],
+        [vi("x", [1, 2, 3, 4]), vi("z", [1 * 2 * 7 * 10])],
+        [vi("out", [None, None, None, None])],
+        inits=[
+            const("two", ints(2)),
+            const("four", ints(4)),
+            const("one", ints(1)),
+            const("zeros", ints(0, 0)),
+        ],
+    )
+
+
+def test_folding_to_a_fixpoint_folds_shapes_that_folding_made_static(tmp_path: Path) -> None:
+    m = _computed_pad_model()
+    g0 = loaded(m, tmp_path)
+    once, _ = fold_constants(g0)
+    assert "Shape" in ops(once)  # the padded value's size is unknown after one round
+    g, stats = fold_to_fixpoint(g0)
+    assert stats.folded["Shape"] == 2 and "Shape" not in ops(g)
+    assert np.array_equal(g.array("sr"), ints(1, 2, 7, 10))
+    assert g.types["p"].shape == (1, 2, 7, 10) and g.types["out"].shape == (1, 2, 7, 10)
+    assert_bit_identical(m, to_model(g))
+
+
+def test_folding_to_a_fixpoint_stops_when_nothing_folds(tmp_path: Path) -> None:
+    m = model(
+        [h.make_node("Shape", ["x"], ["s"]), h.make_node("Reshape", ["x", "s"], ["y"])],
+        [vi("x", ["n", 3])],
+        [vi("y", ["n", 3])],
+    )
+    g0 = loaded(m, tmp_path)
+    g, stats = fold_to_fixpoint(g0)
+    assert stats.total == 0 and g.types == g0.types
