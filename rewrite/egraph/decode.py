@@ -106,8 +106,42 @@ class _Decoder:
             pass  # emitted by the Out classes that read it
         elif node.opaque:
             self.emit_opaque(node, [self.name_of(cid)])
+        elif node.op == "SplitPart" and not node.domain:
+            self.emit_split(node)
         else:
             self.emit_typed(cid, node)
+
+    def emit_split(self, node: ENode) -> None:
+        """One Split for every chosen `SplitPart` of (x, axis, sizes): the parts' names as
+        its outputs, fresh names for pieces no class chose (Split's outputs are required)."""
+        axis, sizes, _ = node.args
+        key = (node.children[0], axis, tuple(sizes))
+        if key in self.splits_done:
+            return
+        self.splits_done.add(key)
+        parts = self.split_parts.get(key, {})
+        outs = [
+            self.name_of(parts[i]) if i in parts else self.unused_piece((*key, i))
+            for i in range(len(sizes))
+        ]
+        ints = [int(s) for s in sizes]
+        inputs = [self.name_of(node.children[0])]
+        attrs = [helper.make_attribute("axis", int(axis))]
+        if self.enc.graph.opset >= 13:  # `split` is an input from opset 13, an attribute before
+            inputs.append(self.const_input(np.asarray(ints, np.int64), f"{outs[0]}/split"))
+        else:
+            attrs.append(helper.make_attribute("split", ints))
+        self.nodes.append(
+            Node("Split", inputs, outs, name=self.node_name(outs, None), attributes=attrs)
+        )
+
+    def unused_piece(self, piece: tuple[int, int, tuple[int, ...], int]) -> str:
+        """The name of a piece no class chose: its original value's when free, else fresh."""
+        for name in self.piece_names.get(piece, []):
+            if name not in self.taken and name not in self.reserved:
+                self.taken.add(name)
+                return name
+        return self.fresh("unused")
 
     def emit_out(self, cid: int, node: ENode) -> None:
         ncid = node.children[0]
@@ -190,7 +224,7 @@ class _Decoder:
             inputs.pop()
         self.nodes.append(
             Node(
-                node.op,
+                spec.op_type,  # a second typed form (ReshapeDyn) is written as its ONNX op
                 inputs,
                 [out],
                 name=self.node_name([out], None),
@@ -240,9 +274,21 @@ class _Decoder:
         self.scoped: set[str] = set()
         self.reserved = {n for c in self.choice.picks for n in self.snap.classes[c].names}
         self.out_classes: dict[int, dict[int, int]] = {}
+        self.split_parts: dict[tuple[int, int, tuple[int, ...]], dict[int, int]] = {}
+        self.splits_done: set[tuple[int, int, tuple[int, ...]]] = set()
         for cid, node in self.choice.picks.items():
             if node.op == "Out":
                 self.out_classes.setdefault(node.children[0], {})[node.args[0]] = cid
+            elif node.op == "SplitPart" and not node.domain:
+                axis, sizes, index = node.args
+                key = (node.children[0], axis, tuple(sizes))
+                self.split_parts.setdefault(key, {})[index] = cid
+        self.piece_names: dict[tuple[int, int, tuple[int, ...], int], list[str]] = {}
+        for cls in self.snap:  # pieces no class chose keep their original names
+            for n in cls.nodes:
+                if n.op == "SplitPart" and not n.domain and cls.names:
+                    piece = (n.children[0], n.args[0], tuple(n.args[1]), n.args[2])
+                    self.piece_names.setdefault(piece, cls.names)
         g = self.enc.graph
         self.taken |= set(g.inputs)
         for root in self.choice.roots:

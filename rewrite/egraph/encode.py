@@ -26,8 +26,9 @@ from onnx import numpy_helper
 from rewrite.egraph.literals import literal, q, vec
 from rewrite.egraph.schema import SYM_BASE, egg_name, program, writable
 from rewrite.onnx_io.graph import Graph, Node, release_pages
-from rewrite.ops.base import EggSig, TensorType, onnx_dtype
-from rewrite.ops.registry import NONDETERMINISTIC, lookup
+from rewrite.ops.base import UNKNOWN, EggSig, OpCall, OpSpec, TensorType, onnx_dtype
+from rewrite.ops.registry import NONDETERMINISTIC, lookup, second_forms
+from rewrite.ops.split import split_plan
 
 _SMALL_CONST = 4096  # constants up to this many elements are checked for all-0 / all-1
 
@@ -162,13 +163,33 @@ class _Encoder:
     def node(self, n: Node) -> None:
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and self.constant(n):
             return
+        if n.op_type == "Split" and n.domain in ("", "ai.onnx") and self.split(n):
+            return
         term = self.typed_term(n)
+        for spec in second_forms(n.op_type, n.domain) if term is None else []:
+            term = term or self.typed_term(n, spec)  # ReshapeDyn: a computed shape
         if term is not None:
             self.typed += 1
             var = self.bind(n.outputs[0], term)
             self.seed_type(var, self.g.types.get(n.outputs[0]))
             return
         self.opaque_node(n)
+
+    def split(self, n: Node) -> bool:
+        """A Split whose sizes are static: `(SplitPart axis sizes i x)` per output (the
+        tensat encoding, `ops.split`); False (opaque) when they are not."""
+        types = [self.g.types.get(i, UNKNOWN) if i else None for i in n.inputs]
+        consts = [self.const_value(i) if i else None for i in n.inputs]
+        call = OpCall("Split", types, consts, n.attrs, len(n.outputs), self.g.opset)
+        plan = split_plan(call) if n.inputs and n.inputs[0] and len(n.inputs) <= 2 else None
+        if plan is None or not all(n.outputs):
+            return False
+        axis, sizes = plan
+        for i, o in enumerate(n.outputs):
+            term = f"(SplitPart {axis} {vec(sizes)} {i} {self.ref(n.inputs[0])})"
+            self.seed_type(self.bind(o, term), self.g.types.get(o))
+        self.typed += 1
+        return True
 
     def constant(self, n: Node) -> bool:
         attrs = n.attrs
@@ -189,11 +210,12 @@ class _Encoder:
         self.add_const(n.outputs[0], arr, None)
         return True
 
-    def typed_term(self, n: Node) -> str | None:
-        """The typed constructor term for `n`, or None when it does not fit the signature."""
+    def typed_term(self, n: Node, form: OpSpec | None = None) -> str | None:
+        """The typed constructor term for `n` (in `form`, a second typed form of its op, when
+        given), or None when it does not fit the signature."""
         if n.domain not in ("", "ai.onnx") or n.has_subgraph:
             return None
-        spec = lookup(n.op_type)
+        spec = form or lookup(n.op_type)
         if spec is None or spec.egg is None:
             return None
         sig = spec.egg

@@ -80,6 +80,8 @@ _BROADCAST = (
 )  # fmt: skip
 _TESTS = ("IsNaN", "IsInf")
 """Same shape as the input, bool."""
+_DATA_DTYPE = ("ReshapeDyn", "ExpandDyn", "SliceDyn", "Range")
+"""X's dtype; the shape depends on input values (encode seeds it from shape inference)."""
 _COMPARISONS = ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")
 """Broadcast shape, bool."""
 _REDUCTIONS = ("ReduceSum", "ReduceMean", "ReduceSumSquare")
@@ -186,7 +188,7 @@ def shape_rules(spec: OpSpec) -> list[str]:
         rule("(= s0 (shape x0)) (= s1 (shape x1))", "(bcast-req s0 s1)", "req")
         rule("(= s0 (shape x0)) (= s1 (shape x1)) (= s (bcast s0 s1))", "(set (shape e) s)", "s")
         rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
-    elif name in _REDUCTIONS and spec.domain == "":
+    elif (name in _REDUCTIONS or name in _DATA_DTYPE) and spec.domain == "":
         rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
     elif name in _TESTS and spec.domain == "":
         rule("(= s (shape x0))", "(set (shape e) s)", "s")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from rewrite.extract.snapshot import ENode
 from rewrite.extract.table import CalibrationTable, find_table
 from rewrite.ops.base import OpCall
+from rewrite.ops.registry import lookup
 
 GEMM_OPS = frozenset(
     {
@@ -146,8 +147,11 @@ def coeff_key(node: ENode, call: OpCall | None, const_b: bool = True) -> str:
     (group > 1: depthwise convolutions run far below GEMM speed), `MatMul:activations` and
     `com.microsoft.FusedMatMul:activations` (B is not a constant, so ORT cannot pre-pack it:
     attention's QKᵀ and PV), and `Add:broadcast` etc. (`BROADCAST_OPS` with two non-scalar
-    inputs of different shapes). `const_b`: whether input 1 is a constant."""
-    key = node.op if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op}"
+    inputs of different shapes). `const_b`: whether input 1 is a constant. A second typed
+    form (ReshapeDyn) is keyed as the ONNX op ORT runs (`OpSpec.op_type`)."""
+    spec = lookup(node.op, node.domain) if not node.opaque else None
+    op = spec.op_type if spec is not None else node.op
+    key = op if node.domain in ("", "ai.onnx") else f"{node.domain}.{op}"
     if call is None:
         return key
     if node.op == "Conv" and int(call.attr("group", 1) or 1) > 1:

@@ -210,10 +210,18 @@ class OpSpec:
     attr_values: AttrValuesFn | None = None
     """The values an attribute ranges over in proofs and the self-test, given the input
     types (`verify.bound.domain` asks the op first; None from it: the bound's default)."""
+    onnx_op: str = ""
+    """The ONNX op_type this spec's typed form is written as, when `name` is a second typed
+    form of another op (`ReshapeDyn`: Reshape with a computed shape); empty: `name`."""
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.domain, self.name)
+
+    @property
+    def op_type(self) -> str:
+        """The ONNX op_type of this spec's nodes (`onnx_op`, else `name`)."""
+        return self.onnx_op or self.name
 
 
 def fail(call: OpCall, why: str) -> ShapeError:

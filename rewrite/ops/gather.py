@@ -12,8 +12,10 @@ The output has data's dtype; the ops copy data (bytes read + written), no FLOPs.
 
 Typed form: `Gather(axis, data, indices)`, indices int64 or int32 (`input_dtypes`). Its Z3
 semantics selects with an `If` chain over the index value (index k or k - d picks slice k);
-an index outside [-d, d) is undefined (`_z3.require`: ORT fails the run). GatherND and
-GatherElements stay opaque.
+an index outside [-d, d) is undefined (`_z3.require`: ORT fails the run).
+`GatherND(batch_dims, data, indices)`, indices int64: each index tuple selects with nested
+`If` chains, one per indexed dim, under the same range requirement. GatherElements stays
+opaque.
 """
 
 from __future__ import annotations
@@ -109,6 +111,40 @@ def ref_gather_nd(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndar
     return [out.reshape(shape)]
 
 
+def z3_gather_nd(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    """out[i..., q...] = data[i[:b]..., t_0, ..., t_k-1, q...] where (t_0..t_k-1) is the
+    index tuple indices[i..., :] (each t in [-d, d) of its dim, negative from the end)."""
+    data, idx = arrays[0], arrays[1]
+    assert data is not None and idx is not None
+    (out_t,) = infer_gather_nd(call)
+    b, k = int(call.attr("batch_dims", 0)), idx.shape[-1]
+    out = np.empty(tuple(out_t.shape or ()), dtype=object)
+    rest = data.shape[b + k :]
+    for pos in np.ndindex(*idx.shape[:-1]):
+        sub = data[pos[:b]]
+        tup = [idx[(*pos, t)] for t in range(k)]
+        for q in np.ndindex(*rest):
+            out[(*pos, *q)] = _pick(call, sub, tup, q)
+    return [out]
+
+
+def _pick(call: OpCall, sub: np.ndarray, tup: list[Any], q: tuple[int, ...]) -> Any:
+    """sub[tup..., q...] for index terms `tup` (one `_select` per indexed dim)."""
+    if not tup:
+        return sub[q]
+    return _select(call, tup[0], [_pick(call, sub[m], tup[1:], q) for m in range(sub.shape[0])])
+
+
+def gather_nd_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """GatherND's `batch_dims`: 0, and 1 where both inputs have a leading batch dim to spare."""
+    if name != "batch_dims":
+        return None
+    ranks = [t.rank for t in inputs[:2]]
+    if len(ranks) == 2 and all(r is not None and r >= 2 for r in ranks):
+        return [0, 1]
+    return [0]
+
+
 def infer_gather_elements(call: OpCall) -> list[TensorType]:
     data, idx = call.input(0), call.input(1)
     if data.shape is not None and idx.shape is not None:
@@ -155,6 +191,10 @@ GATHER_ND = register(
         reference=ref_gather_nd,
         flops=no_flops,
         bytes=gather_bytes,
+        egg=EggSig(attrs=(("batch_dims", "i64", 0),), n_inputs=2),
+        z3=z3_gather_nd,
+        input_dtypes=(None, (TensorProto.INT64,)),
+        attr_values=gather_nd_values,
         doc="GatherND(data, indices, batch_dims): index tuples in indices' last dim.",
     )
 )

@@ -49,6 +49,14 @@ def lookup(op_type: str, domain: str = "") -> OpSpec | None:
     return _SPECS.get((domain, op_type))
 
 
+def second_forms(op_type: str, domain: str = "") -> list[OpSpec]:
+    """The other typed forms of an ONNX op (specs whose `onnx_op` is `op_type`: ReshapeDyn
+    for Reshape), tried by encode when the op's own typed form does not fit a node."""
+    if domain == "ai.onnx":
+        domain = ""
+    return [s for s in all_specs() if s.onnx_op == op_type and s.domain == domain]
+
+
 def all_specs() -> list[OpSpec]:
     return sorted(_SPECS.values(), key=lambda s: (s.domain, s.name))
 

@@ -17,10 +17,13 @@ Shape and Size read no data (only the output is written); none of these do FLOPs
 Typed forms: `Shape(start, end, x)` (end's default `END` = INT64_MAX reads as "to the end"),
 `Size(x)`, `ConstantOfShape(input)` (the shape vector) without a `value` attribute (float32
 zeros; a `value` tensor has no typed form yet, so such a node stays opaque), `Expand(shape, x)`
-and `Tile(repeats, x)` with constant int vectors. Range stays opaque: its output length depends
-on its input values, which no static case of a proof or the self-test can have.
+and `Tile(repeats, x)` with constant int vectors (an Expand with a computed shape is
+`ExpandDyn`, `dynamic.py`), `Range(start, limit, delta)` with three scalar tensor operands
+(its output length depends on their values: 1-D of unknown length unless all are constant).
 Z3 semantics: Shape and Size are int64 numerals of the (static) case shape, ConstantOfShape
-the numeral of its fill value, Expand and Tile the references (they only move elements).
+the numeral of its fill value, Expand and Tile the references (they only move elements),
+Range the numerals of its output where start, limit and delta are concrete (`_range_z3.py`).
+Cost: Range writes only its output (its inputs are scalars).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import onnx
 from rewrite.errors import ShapeError
 from rewrite.ops import _z3
 from rewrite.ops._dims import as_ints, vec_len
+from rewrite.ops._range_z3 import z3_range
 from rewrite.ops.base import (
     Dim,
     EggSig,
@@ -351,6 +355,9 @@ RANGE = register(
         infer=infer_range,
         reference=ref_range,
         flops=no_flops,
+        bytes=output_bytes,
+        egg=EggSig(n_inputs=3),
+        z3=z3_range(ref_range),
         doc="Range(start, limit, delta): start, start + delta, ... below limit.",
     )
 )

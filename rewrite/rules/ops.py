@@ -18,7 +18,7 @@ import onnx
 from rewrite.errors import RuleError
 from rewrite.ops.base import OpSpec
 from rewrite.ops.registry import all_specs, lookup
-from rewrite.rules.language import ABSENT, Absent, App, Expr, Term, lift, term
+from rewrite.rules.language import ABSENT, Absent, App, Expr, Lit, Term, lift, term
 
 
 def const_input_names(spec: OpSpec) -> list[str]:
@@ -26,7 +26,7 @@ def const_input_names(spec: OpSpec) -> list[str]:
     if spec.egg is None or not spec.egg.const_inputs:
         return []
     try:
-        schema = onnx.defs.get_schema(spec.name, domain=spec.domain)
+        schema = onnx.defs.get_schema(spec.op_type, domain=spec.domain)
         names = [i.name for i in schema.inputs]
     except onnx.defs.SchemaError:
         names = []
@@ -42,6 +42,7 @@ def _constructor(spec: OpSpec) -> Callable[..., App]:
     params = [a[0] for a in spec.egg.attrs] + const_input_names(spec)
     n_inputs = spec.egg.n_inputs
     least = n_inputs - spec.egg.optional
+    sorts = {a[0]: a[1] for a in spec.egg.attrs}
 
     def build(*given: Term | None, **attrs: Any) -> App:
         bad = [i for i in given if not (i is None or isinstance(i, Term) or _number(i))]
@@ -70,7 +71,8 @@ def _constructor(spec: OpSpec) -> Callable[..., App]:
                 f"{', '.join(params) or 'none'}"
             )
         values: list[tuple[str, Expr | None]] = [
-            (p, None if attrs.get(p) is None else lift(attrs[p])) for p in params
+            (p, None if attrs.get(p) is None else _attr_value(attrs[p], sorts.get(p)))
+            for p in params
         ]
         return App(spec.name, tuple(values), tuple(inputs), spec.domain)
 
@@ -101,7 +103,7 @@ def describe_ops() -> str:
 def _input_names(spec: OpSpec) -> list[str]:
     """ONNX names of the tensor inputs of the typed form (constant vector inputs left out)."""
     try:
-        schema = onnx.defs.get_schema(spec.name, domain=spec.domain)
+        schema = onnx.defs.get_schema(spec.op_type, domain=spec.domain)
         names = [i.name for i in schema.inputs]
     except onnx.defs.SchemaError:
         return []
@@ -109,8 +111,31 @@ def _input_names(spec: OpSpec) -> list[str]:
     return [x for i, x in enumerate(names) if i not in const]
 
 
+def _attr_value(v: Any, sort: str | None) -> Expr:
+    """An attribute's value in a rule: a string attribute (Pad's mode, Conv's auto_pad) takes
+    the string as it is; elsewhere a string names a dtype (`to="float32"`)."""
+    if sort == "String" and isinstance(v, str):
+        return Lit(v, "str")
+    return lift(v)
+
+
 def _number(v: object) -> bool:
     return type(v) in (int, float)
+
+
+def split(x: Term, *, sizes: list[int], axis: int | None = None) -> tuple[App, ...]:
+    """`q, k, v = op.Split(x, axis=2, sizes=[768, 768, 768])`: a Split's outputs, one
+    `SplitPart(x, axis, sizes, index)` term each (a multi-output op is one term per output).
+    `sizes` is a list of ints (it fixes the number of outputs); `axis` is non-negative, as
+    encode writes it (left out: any axis on a left side)."""
+    if not isinstance(sizes, list | tuple) or not all(isinstance(v, int) for v in sizes):
+        raise RuleError(f"Split's sizes must be a list of ints (the outputs' count); got {sizes!r}")
+    if axis is not None and (not isinstance(axis, int) or axis < 0):
+        raise RuleError(
+            f"Split's axis must be a non-negative int (encode normalizes it); got {axis!r}"
+        )
+    part = _constructor(lookup("SplitPart"))  # type: ignore[arg-type]
+    return tuple(part(x, axis=axis, sizes=list(sizes), index=i) for i in range(len(sizes)))
 
 
 class _Namespace:
@@ -141,6 +166,8 @@ class _Namespace:
 
 
 class _Ops(_Namespace):
+    Split = staticmethod(split)  # several outputs: one SplitPart term each
+
     def __init__(self) -> None:
         super().__init__("", "op.")
         self.ms = _Namespace("com.microsoft", "op.ms.")

@@ -90,8 +90,10 @@ def constants(rule: Rule) -> list[tuple[int, bool]]:
             elif e.kind == "ints":
                 out.extend((int(v), False) for v in e.value)
         elif isinstance(e, App):
-            for _, v in e.attrs:
+            for name, v in e.attrs:
                 walk(v)
+                if e.op == "SplitPart" and name == "sizes" and isinstance(v, Lit):
+                    out.append((sum(int(x) for x in v.value), False))  # the dim it splits
             for i in e.inputs:
                 walk(i)
         elif isinstance(e, BinOp):

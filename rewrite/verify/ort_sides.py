@@ -16,6 +16,7 @@ import onnx
 from onnx import helper
 
 from rewrite.ops.registry import opset_for
+from rewrite.ops.split import split_part_node
 from rewrite.rules.language import Absent, App, Term, Var, subterms
 from rewrite.verify.cases import Case
 from rewrite.verify.evaluate import Evaluator, make_call, spec_of
@@ -61,7 +62,12 @@ def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) 
         }
         if spec.egg is not None and spec.egg.from_egg is not None:
             attrs = spec.egg.from_egg(attrs)
-        nodes.append(helper.make_node(t.op, ins, [out], domain=t.domain, **attrs))
+        if spec.name == "SplitPart" and not spec.domain:  # one output of an ONNX Split
+            node, sizes = split_part_node(ins[0], out, call.attrs, f"const{len(inits)}")
+            nodes.append(node)
+            inits.append(sizes)
+        else:
+            nodes.append(helper.make_node(spec.op_type, ins, [out], domain=t.domain, **attrs))
         names[t] = out
     out_t = ev.type_of(root)
     inputs = [

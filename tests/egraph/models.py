@@ -99,6 +99,19 @@ def split_one_unused() -> onnx.ModelProto:
     )
 
 
+def topk_one_unused() -> onnx.ModelProto:
+    """TopK (an opaque multi-output op: no typed form); its indices are read by nothing."""
+    return model(
+        [
+            h.make_node("TopK", ["x", "k"], ["v", "i"], name="topk", axis=1),
+            h.make_node("Add", ["v", "v"], ["y"], name="add"),
+        ],
+        [vi("x", [2, 6])],
+        [vi("y", [2, 2])],
+        inits=[const("k", ints(2))],
+    )
+
+
 def if_outer_scope() -> onnx.ModelProto:
     """If whose branches read `t`, a value of the main graph, by name (implicit input)."""
     then = h.make_graph(

@@ -21,6 +21,7 @@ from tests.egraph import models as mk
 RUNNABLE = [
     mk.mlp,
     mk.split_one_unused,
+    mk.topk_one_unused,
     mk.if_outer_scope,
     mk.ms_contrib,
     mk.output_is_input,
@@ -47,12 +48,22 @@ def test_mlp_is_encoded_typed(tmp_path: Path) -> None:
 
 
 def test_split_with_an_unused_output(tmp_path: Path) -> None:
-    """Split is a multi-output node read through Out(n, i); the unused output keeps its name."""
+    """A Split with constant sizes is one typed SplitPart per output, written back as one
+    Split; the unused output keeps its name."""
     rt = mk.roundtrip(mk.split_one_unused(), tmp_path)
-    assert rt.enc.opaque_nodes == 1 and len(rt.enc.node_vars) == 1
+    assert rt.enc.opaque_nodes == 0 and not rt.enc.node_vars
     (split,) = [n for n in rt.out.graph.node if n.op_type == "Split"]
     assert list(split.output) == ["s0", "s1", "s2"] and split.name == "split"
     assert list(split.input) == ["x", "sizes"]
+
+
+def test_opaque_multi_output_node_with_an_unused_output(tmp_path: Path) -> None:
+    """TopK is a multi-output node read through Out(n, i); the unused output keeps its name."""
+    rt = mk.roundtrip(mk.topk_one_unused(), tmp_path)
+    assert rt.enc.opaque_nodes == 1 and len(rt.enc.node_vars) == 1
+    (topk,) = [n for n in rt.out.graph.node if n.op_type == "TopK"]
+    assert list(topk.output) == ["v", "i"] and topk.name == "topk"
+    assert list(topk.input) == ["x", "k"]
 
 
 def test_if_keeps_its_implicit_input_by_name(tmp_path: Path) -> None:
@@ -155,20 +166,20 @@ def test_nondeterministic_ops_are_not_merged(tmp_path: Path) -> None:
 
 
 def test_equal_deterministic_opaque_nodes_are_merged(tmp_path: Path) -> None:
-    """The contrast: two Splits of the same input with the same attributes are one node."""
+    """The contrast: two TopKs of the same input with the same attributes are one node."""
     m = mk.model(
         [
-            h.make_node("Split", ["x"], ["a0", "a1"], axis=1, num_outputs=2),
-            h.make_node("Split", ["x"], ["b0", "b1"], axis=1, num_outputs=2),
-            h.make_node("Add", ["a0", "b1"], ["y"]),
+            h.make_node("TopK", ["x", "k"], ["a0", "a1"], axis=1),
+            h.make_node("TopK", ["x", "k"], ["b0", "b1"], axis=1),
+            h.make_node("Add", ["a0", "b0"], ["y"]),
         ],
         [mk.vi("x", [2, 4])],
         [mk.vi("y", [2, 2])],
-        opsets=[onnx.helper.make_opsetid("", 18)],
+        inits=[mk.const("k", mk.ints(2))],
     )
     rt = mk.roundtrip(m, tmp_path)
     assert len(rt.enc.opaque) == 1
-    assert mk.op_types(rt.out) == ["Split", "Add"]
+    assert mk.op_types(rt.out) == ["TopK", "Add"]
     mk.assert_bit_identical(m, rt.out)
 
 

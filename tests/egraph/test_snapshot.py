@@ -136,19 +136,30 @@ def test_merged_classes_hold_every_name(tmp_path: Path) -> None:
 
 
 def test_multi_output_and_opaque_nodes(tmp_path: Path) -> None:
-    enc, snap = snapshot_of(mk.split_one_unused(), tmp_path)
+    enc, snap = snapshot_of(mk.topk_one_unused(), tmp_path)
     (n_class,) = [c for c in snap if c.sort == "N"]
-    (split,) = n_class.nodes
-    assert split.opaque and split.op == "Split" and split.domain == ""
+    (topk,) = n_class.nodes
+    assert topk.opaque and topk.op == "TopK" and topk.domain == ""
     by_name = classes_by_name(snap)
-    assert split.children == (by_name["x"], by_name["sizes"])
-    for i, name in enumerate(["s0", "s1", "s2"]):
+    assert topk.children == (by_name["x"], by_name["k"])
+    for i, (name, dtype) in enumerate([("v", FLOAT), ("i", onnx.TensorProto.INT64)]):
         (out,) = snap.classes[by_name[name]].nodes
         assert (out.op, out.args, out.children) == ("Out", (i,), (n_class.id,))
-        assert snap.classes[by_name[name]].type == TensorType(FLOAT, (2, 2))
-    info = snap.opaque[split.args[0]]
-    assert (info.n_inputs, info.n_outputs, info.attrs) == (2, 3, {"axis": 1})
+        assert snap.classes[by_name[name]].type == TensorType(dtype, (2, 2))
+    info = snap.opaque[topk.args[0]]
+    assert (info.n_inputs, info.n_outputs, info.attrs) == (2, 2, {"axis": 1})
     assert set(snap.opaque) == set(enc.opaque)
+
+
+def test_split_is_one_typed_part_per_output(tmp_path: Path) -> None:
+    _, snap = snapshot_of(mk.split_one_unused(), tmp_path)
+    by_name = classes_by_name(snap)
+    assert not [c for c in snap if c.sort == "N"]
+    for i, name in enumerate(["s0", "s1", "s2"]):
+        (part,) = snap.classes[by_name[name]].nodes
+        want = ("SplitPart", (1, (2, 2, 2), i), (by_name["x"],))
+        assert (part.op, part.args, part.children) == want
+        assert snap.classes[by_name[name]].type == TensorType(FLOAT, (2, 2))
 
 
 def test_implicit_inputs_are_children_after_the_explicit_ones(tmp_path: Path) -> None:

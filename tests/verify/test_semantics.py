@@ -21,6 +21,7 @@ from onnx import helper
 from rewrite.ops._z3 import UFS, is_int
 from rewrite.ops.base import TensorType
 from rewrite.ops.registry import all_specs, lookup, opset_for
+from rewrite.ops.split import split_part_node
 from rewrite.verify.evaluate import make_call, params
 from rewrite.verify.sample import run_ort
 from rewrite.verify.semantics import environment, interpret, interpret_array, symbols
@@ -40,6 +41,9 @@ class OpCase:
     """normal | positive | nonzero | ints | bools"""
     dtypes: tuple[int, ...] = ()
     """Per-input dtypes where they differ (Where's bool condition); else `dtype` for all."""
+    given: dict[int, Any] = field(default_factory=dict)
+    """Inputs fed these values, as numerals in Z3: operands whose values the output shape
+    depends on (ReshapeDyn's shape, Range's inputs)."""
 
     @property
     def id(self) -> str:
@@ -75,6 +79,16 @@ CASES = [
     OpCase("Transpose", ((2, 3, 4),), values={"perm": (1, 2, 0)}),
     OpCase("Reshape", ((2, 3, 2),), values={"shape": (0, -1), "allowzero": 0}),
     OpCase("Expand", ((3, 1),), values={"shape": (2, 3, 4)}),
+    OpCase("ReshapeDyn", ((2, 3, 2), (2,)), dtypes=(F, I64), given={1: (0, -1)}),
+    OpCase("ExpandDyn", ((3, 1), (3,)), dtypes=(F, I64), given={1: (2, 3, 4)}),
+    OpCase(
+        "SliceDyn",
+        ((5, 4), (1,), (1,), (1,)),
+        dtypes=(F, I64, I64, I64),
+        given={1: (1,), 2: (2**63 - 1,), 3: (0,)},
+    ),
+    OpCase("Range", ((), (), ()), I64, given={0: 2, 1: 11, 2: 3}),
+    OpCase("Range", ((), (), ()), F, given={0: 1.0, 1: -2.5, 2: -0.7}),
     OpCase("Softmax", ((2, 3),), values={"axis": -1}),
     OpCase("Softmax", ((2, 3),), values={"axis": 0}),
     OpCase("Concat", ((2, 3), (2, 2)), values={"axis": 1}),
@@ -83,6 +97,8 @@ CASES = [
         ((2, 5),),
         values={"starts": (1,), "ends": (4,), "axes": (1,), "steps": (2,)},
     ),
+    OpCase("SplitPart", ((2, 7),), values={"axis": -1, "sizes": (3, 3, 1), "index": 1}),
+    OpCase("SplitPart", ((4, 2, 3),), values={"axis": 0, "sizes": (1, 0, 3), "index": 2}),
     OpCase("Sum", ((2, 3), (3,))),
     OpCase("Mean", ((2, 3), (3,))),
     OpCase("Mean", ((2, 3), (3,), (2, 1))),
@@ -157,6 +173,8 @@ CASES = [
     OpCase("ConstantOfShape", (), values={"input": (3,), "value": -2.0, "dtype": I64}),
     OpCase("Gather", ((8, 2), (3,)), I64, {"axis": 0}, data="ints"),
     OpCase("Gather", ((2, 8), (2, 2)), I64, {"axis": -1}, data="ints"),
+    OpCase("GatherND", ((8, 8, 2), (3, 2)), I64, data="ints"),
+    OpCase("GatherND", ((2, 8, 3), (2, 4, 1)), I64, {"batch_dims": 1}, data="ints"),
     OpCase("Tile", ((2, 3),), values={"repeats": (2, 1)}),
     OpCase("Conv", ((1, 2, 4, 4), (3, 2, 3, 3), (3,))),
     OpCase("Conv", ((1, 2, 5), (2, 2, 2)), values={"pads": (1, 0), "strides": (2,)}),
@@ -232,7 +250,11 @@ def _run_ort(case: OpCase, inputs: list[np.ndarray], call: Any, consts: dict[int
     spec = lookup(case.op, case.domain)
     if spec is not None and spec.egg is not None and spec.egg.from_egg is not None:
         attrs = spec.egg.from_egg(attrs)
-    node = helper.make_node(case.op, names, ["out"], domain=case.domain, **attrs)
+    op_type = spec.op_type if spec is not None else case.op  # ReshapeDyn: Reshape
+    node = helper.make_node(op_type, names, ["out"], domain=case.domain, **attrs)
+    if case.op == "SplitPart":  # one output of an ONNX Split
+        node, sizes = split_part_node(names[0], "out", call.attrs, "sizes")
+        inits.append(sizes)
     graph_inputs = [
         helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
         for n, a in feeds.items()
@@ -249,6 +271,14 @@ def _run_ort(case: OpCase, inputs: list[np.ndarray], call: Any, consts: dict[int
     return run_ort(model.SerializeToString(), feeds)
 
 
+def _numerals(a: np.ndarray, dtype: int) -> np.ndarray:
+    """Z3 numerals of `a`'s values in `dtype`."""
+    out = np.empty(a.shape, dtype=object)
+    for idx in np.ndindex(*a.shape):
+        out[idx] = symbols("", TensorType(dtype, ()), a[idx].item()).item()
+    return out
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_z3_semantics_match_reference_and_ort(case: OpCase) -> None:
     spec = lookup(case.op, case.domain)
@@ -259,12 +289,17 @@ def test_z3_semantics_match_reference_and_ort(case: OpCase) -> None:
         _data(case, s, rng, d if case.dtypes else None)
         for s, d in zip(case.shapes, dts, strict=True)
     ]
+    for i, v in case.given.items():
+        inputs[i] = np.asarray(v, dtype=helper.tensor_dtype_to_np_dtype(dts[i]))
     types = [TensorType(d, s) for s, d in zip(case.shapes, dts, strict=True)]
     values = {p.name: case.values.get(p.name, p.default) for p in params(spec)}
     call, consts = make_call(spec, types, values)
 
-    syms = {f"x{i}": symbols(f"x{i}", t) for i, t in enumerate(types)}
-    kids = iter(syms.values())
+    syms = {f"x{i}": symbols(f"x{i}", t) for i, t in enumerate(types) if i not in case.given}
+    kids = iter(
+        _numerals(inputs[i], t.dtype) if i in case.given else syms[f"x{i}"]
+        for i, t in enumerate(types)
+    )
     formula = spec.z3(
         call, [consts[j] if j in consts else next(kids) for j in range(len(call.inputs))]
     )[0]
