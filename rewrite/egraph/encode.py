@@ -13,7 +13,6 @@ analysis.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,29 +23,14 @@ from egglog import bindings
 from onnx import numpy_helper
 
 from rewrite.egraph.literals import literal, q, vec
+from rewrite.egraph.opaque import OpaqueEntry, opaque_entry, opaque_key
 from rewrite.egraph.schema import SYM_BASE, egg_name, program, writable
 from rewrite.onnx_io.graph import Graph, Node, release_pages
 from rewrite.ops.base import UNKNOWN, EggSig, OpCall, OpSpec, TensorType, onnx_dtype
-from rewrite.ops.registry import NONDETERMINISTIC, lookup, second_forms
+from rewrite.ops.registry import lookup, second_forms
 from rewrite.ops.split import split_plan
 
 _SMALL_CONST = 4096  # constants up to this many elements are checked for all-0 / all-1
-
-
-@dataclass
-class OpaqueEntry:
-    """An opaque node's identity: everything needed to write it back unchanged."""
-
-    op_type: str
-    domain: str
-    attributes: list[onnx.AttributeProto]
-    n_inputs: int
-    n_outputs: int
-    name: str
-    doc_string: str
-    output_names: list[str]
-    implicit_names: list[str] = field(default_factory=list)
-    """Outer-scope names its subgraphs read: they must keep exactly these names."""
 
 
 @dataclass
@@ -332,29 +316,8 @@ class _Encoder:
 
     def opaque_node(self, n: Node) -> None:
         self.n_opaque += 1
-        deterministic = n.domain in ("", "ai.onnx") and n.op_type not in NONDETERMINISTIC
-        attr_bytes = b"".join(
-            a.SerializeToString() for a in sorted(n.attributes, key=lambda a: a.name)
-        )
-        ident = n.op_type.encode() + n.domain.encode() + attr_bytes
-        ident += f"|{len(n.inputs)}|{len(n.implicit_inputs)}|{len(n.outputs)}".encode()
-        if not deterministic:
-            ident += b"\0node:" + n.name.encode() + "\0".join(n.outputs).encode()
-        key = hashlib.sha1(ident).hexdigest()[:16]
-        self.opaque.setdefault(
-            key,
-            OpaqueEntry(
-                n.op_type,
-                n.domain,
-                list(n.attributes),
-                len(n.inputs),
-                len(n.outputs),
-                n.name,
-                n.doc_string,
-                list(n.outputs),
-                list(n.implicit_inputs),
-            ),
-        )
+        key = opaque_key(n)
+        self.opaque.setdefault(key, opaque_entry(n))
         kids = [self.ref(i) for i in [*n.inputs, *n.implicit_inputs]]
         tl = "(TNil)"
         for k in reversed(kids):
