@@ -10,6 +10,7 @@ from rewrite.rules.rule import RuleSet
 
 def builtin() -> dict[str, RuleSet]:
     from rulesets.cleanup import CLEANUP
+    from rulesets.constants import CONSTANTS
     from rulesets.ort import ORT
 
-    return {rs.name: rs for rs in (CLEANUP, ORT)}
+    return {rs.name: rs for rs in (CLEANUP, CONSTANTS, ORT)}

@@ -126,7 +126,9 @@ def _z3_pad(call: OpCall, arrays: list[Any]) -> list[np.ndarray]:
 
 def _pad_attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
     """pads: none, one on every side, mixed growth, a crop of one at the end of the last
-    axis; every mode (wrap exists from opset 19)."""
+    axis, and (rank >= 3) growth of the axes after the first two only, different per axis
+    and side (the padding a Conv or pool could take over); every mode (wrap exists from
+    opset 19)."""
     if name == "mode":
         return list(MODES)
     if name != "pads" or not inputs or inputs[0].shape is None:
@@ -136,7 +138,12 @@ def _pad_attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
         return [()]
     mixed = (1,) + (0,) * (r - 1) + (0,) * (r - 1) + (2,)
     crop = (0,) * (2 * r - 1) + (-1,)
-    return [(0,) * 2 * r, (1,) * 2 * r, mixed, crop]
+    out = [(0,) * 2 * r, (1,) * 2 * r, mixed, crop]
+    if r >= 3:
+        begins = tuple((i + 1) % 2 for i in range(r - 2))
+        ends = tuple(i % 2 + 1 for i in range(r - 2))
+        out.append((0, 0, *begins, 0, 0, *ends))
+    return out
 
 
 PAD = register(

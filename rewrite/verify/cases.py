@@ -138,24 +138,69 @@ def cases(rule: Rule, bound: Bound) -> Iterator[Case]:
         for dtypes in dtype_sets:
             free = [d for v, d in zip(tvars, dtypes, strict=True) if v not in fixed]
             pool = bound.shapes if all(d == bound.dtypes[0] for d in free) else bound.few
-            pools = [LITERAL_SHAPES if is_literal(v) else pool for v in tvars]
-            for shapes in product(*pools):
-                tensors = {
-                    v: TensorType(d, s) for v, d, s in zip(tvars, dtypes, shapes, strict=True)
-                }
-                yield from _bind_rewrite(rw, k, tensors, bound)
+            ranks = _fixed_ranks(rw)
+            pools = {v: LITERAL_SHAPES if is_literal(v) else pool for v in tvars}
+            for v, r in ranks.items():
+                if v in pools:
+                    pools[v] = tuple(s for s in pools[v] if len(s) == r)
+            shapes = _Shapes(tvars, dict(zip(tvars, dtypes, strict=True)), pools)
+            yield from _bind_rewrite(rw, k, shapes, bound)
 
 
-def _bind_rewrite(
-    rw: Rewrite, k: int, tensors: dict[str, TensorType], bound: Bound
-) -> Iterator[Case]:
+def _fixed_ranks(rw: Rewrite) -> dict[str, int]:
+    """Variables whose rank a guard `x.rank == r` fixes (their other shapes fail the guard)."""
+    out: dict[str, int] = {}
+    for g in rw.guards:
+        for part in g.parts if isinstance(g, And) else (g,):
+            if not (isinstance(part, Cmp) and part.op == "=="):
+                continue
+            for a, b in ((part.left, part.right), (part.right, part.left)):
+                if (
+                    isinstance(a, Call)
+                    and a.fn == "rank"
+                    and isinstance(a.args[0], Var)
+                    and isinstance(b, Lit)
+                    and isinstance(b.value, int)
+                ):
+                    name = a.args[0].name
+                    out[name] = b.value if out.get(name, b.value) == b.value else -1
+    return out
+
+
+@dataclass(frozen=True)
+class _Shapes:
+    """The tensor variables of a rewrite (in order), their dtypes and shape pools: every
+    variable takes every shape of its pool, independently."""
+
+    names: list[str]
+    dtypes: dict[str, int]
+    pools: dict[str, tuple[tuple[int, ...], ...]]
+    domains: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
+    """(op domain, op, attribute, input types) -> the attribute's values (`bound.domain`)."""
+
+    def assign(
+        self, needed: set[str], types: dict[Term, TensorType]
+    ) -> Iterator[dict[Term, TensorType]]:
+        """`types` extended with every shape combination of the unassigned variables up to the
+        last one in `needed` (in variable order, so that cases come in the order of a product
+        over all variables with an op's bindings pruned as soon as its inputs are known)."""
+        last = max((self.names.index(v) for v in needed), default=-1)
+        todo = [v for v in self.names[: last + 1] if Var(v) not in types]
+        for combo in product(*(self.pools[v] for v in todo)):
+            t2 = dict(types)
+            for v, shape in zip(todo, combo, strict=True):
+                t2[Var(v)] = TensorType(self.dtypes[v], shape)
+            yield t2
+
+
+def _bind_rewrite(rw: Rewrite, k: int, shapes: _Shapes, bound: Bound) -> Iterator[Case]:
     apps: list[App] = []
     for t in rw.lhs:
         for s in subterms(t):
             if isinstance(s, App) and s not in apps:
                 apps.append(s)
-    var_types: dict[Term, TensorType] = {Var(v): t for v, t in tensors.items()}
-    for attrs, open_, types in _bind(apps, 0, {}, {}, var_types, bound):
+    for attrs, open_, types in _bind(apps, 0, {}, {}, {}, shapes, bound):
+        tensors = {v: types[Var(v)] for v in shapes.names}
         case = Case(rw, k, tensors, attrs, open_, types)
         if _guards_hold(case):
             _type_rhs(case)
@@ -168,13 +213,31 @@ def _bind(
     attrs: dict[str, Any],
     open_: dict[tuple[Term, str], Any],
     types: dict[Term, TensorType],
+    shapes: _Shapes,
     bound: Bound,
 ) -> Iterator[tuple[dict[str, Any], dict[tuple[Term, str], Any], dict[Term, TensorType]]]:
-    """Bind the attributes of apps[i:] (enumerating free ones) and type them; ill-typed
-    bindings are pruned (no valid graph contains them)."""
+    """Bind the shapes of the variables apps[i] reads first and the attributes of apps[i:]
+    (enumerating free ones), and type them; ill-typed bindings are pruned (no valid graph
+    contains them)."""
     if i == len(apps):
         yield attrs, open_, types
         return
+    needed = {t.name for t in apps[i].inputs if isinstance(t, Var)}
+    if i == len(apps) - 1:
+        needed |= set(shapes.names)  # a variable no op reads directly still takes every shape
+    for typed in shapes.assign(needed, types):
+        yield from _bind_app(apps, i, attrs, open_, typed, shapes, bound)
+
+
+def _bind_app(
+    apps: list[App],
+    i: int,
+    attrs: dict[str, Any],
+    open_: dict[tuple[Term, str], Any],
+    types: dict[Term, TensorType],
+    shapes: _Shapes,
+    bound: Bound,
+) -> Iterator[tuple[dict[str, Any], dict[tuple[Term, str], Any], dict[Term, TensorType]]]:
     app = apps[i]
     spec = spec_of(app)
     in_types = [None if isinstance(t, Absent) else types[t] for t in app.inputs]
@@ -187,7 +250,10 @@ def _bind(
         elif isinstance(v, AttrVar) and v.name in attrs:
             choices.append([attrs[v.name]])
         elif isinstance(v, AttrVar) or v is None:
-            choices.append(domain(spec, p.name, p.sort, p.default, in_types, bound))
+            key = (spec.domain, spec.name, p.name, tuple(in_types))
+            if key not in shapes.domains:
+                shapes.domains[key] = domain(spec, p.name, p.sort, p.default, in_types, bound)
+            choices.append(shapes.domains[key])
         else:
             raise RuleError(
                 f"attribute {p.name}={show(v)} on the left side must be a variable or a literal"
@@ -208,7 +274,7 @@ def _bind(
                 o2[(app, p.name)] = val
         t2 = dict(types)
         t2[app] = out
-        yield from _bind(apps, i + 1, a2, o2, t2, bound)
+        yield from _bind(apps, i + 1, a2, o2, t2, shapes, bound)
 
 
 def _guards_hold(case: Case) -> bool:
