@@ -51,8 +51,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from rewrite.extract.constants import computes_constant, constant_classes
-from rewrite.extract.contrib import MS, contrib_work
+from rewrite.extract.contrib import contrib_work
 from rewrite.extract.dag import cost_by_op, graph_cost, reachable
+from rewrite.extract.fusions import activation_fused, pad_fused, skip_layer_norm
+from rewrite.extract.nchwc import NchwcLayout, block_size
 from rewrite.extract.snapshot import LEAVES, ENode, Snapshot
 from rewrite.extract.target import (
     BUILTIN_CPU,
@@ -168,9 +170,9 @@ class CostModel:
             for i, kid in enumerate(node.children):
                 users.setdefault(kid, []).append((cid, node, i))
         self._outs = outs
-        self._users = users
-        self._roots = set(snapshot.roots)
-        self._declared_dims = {
+        self.users = users
+        self.roots = set(snapshot.roots)
+        self.declared_dims = {
             d
             for cls in self.symbolic
             if cls.type.shape and any(n.op == "Input" for n in cls.nodes)
@@ -180,6 +182,19 @@ class CostModel:
         """Dim names the graph's inputs declare (`batch`, `sequence`): ORT sees them too."""
         self.constants = constant_classes(snapshot)
         """Classes whose value is known before the model runs (module doc)."""
+        block = block_size() if target.name == CPU.name else 0
+        self.layout = NchwcLayout(
+            snapshot,
+            self.call,
+            self.constants,
+            self._copy_us,
+            block,
+            lambda cid, node: (
+                (node.op == "Pad" and pad_fused(self, cid, node))
+                or activation_fused(self, cid, node)
+            ),
+        )
+        """ORT's NCHWc layout on the CPU EP: the reorders an e-node makes ORT insert."""
 
     def output_types(self, cid: int) -> list[TensorType]:
         """The types an e-node in class `cid` produces: the class's own, or its projections'."""
@@ -197,11 +212,19 @@ class CostModel:
             return 0.0
         if node.op in VIEW_OPS:
             return self.target.overhead * 1e6
+        if node.op == "Pad" and not node.domain and pad_fused(self, cid, node):
+            return 0.0
+        reorders = self.layout.extra(cid, node)
         if node.op == "Add" and not node.domain:
-            fused = self._skip_layer_norm(cid, node)
+            fused = skip_layer_norm(self, cid, node)
             if fused is not None:
-                return fused
-        return self.roofline(node.op, self.key(node), self.work(cid, node))
+                return fused + reorders
+        return self.roofline(node.op, self.key(node), self.work(cid, node)) + reorders
+
+    def _copy_us(self, t: TensorType) -> float:
+        """µs of one layout reorder of a tensor of type `t` (read and write it once)."""
+        nbytes = type_bytes(t, self.dims)
+        return self.roofline("ReorderOutput", "ReorderOutput", (0.0, 2 * nbytes, 0.0))
 
     def roofline(self, op: str, key: str, work: Work) -> float:
         """µs of `work` for an op (`GEMM_OPS` run at `peak_flops`) under key `key`."""
@@ -214,13 +237,13 @@ class CostModel:
     def key(self, node: ENode) -> str:
         """`coeff_key` of `node`, with the snapshot telling whether input 1 is a constant."""
         const_b = len(node.children) > 1 and self._is_const(node.children[1])
-        return coeff_key(node, self._call(node), const_b)
+        return coeff_key(node, self.call(node), const_b)
 
     def work(self, cid: int, node: ENode) -> Work:
         """(FLOPs, bytes, constant bytes) of `node`: `call_work` when it can, else the bytes of
         its classes (all counted as activations)."""
         outputs = self.output_types(cid)
-        call = self._call(node)
+        call = self.call(node)
         # An op module's flops/bytes may reject the assumed shapes, or have a bug; a cost
         # estimate must not abort extraction, so fall back and record it.
         try:
@@ -242,51 +265,10 @@ class CostModel:
             ]
         return 0.0, sum(type_bytes(x, self.dims) for x in [*inputs, *outputs]), 0.0
 
-    def _skip_layer_norm(self, cid: int, node: ENode) -> float | None:
-        """µs of an Add that ORT will fuse with its LayerNormalization consumer, or None.
-
-        ORT (CPU, ORT_ENABLE_ALL) rewrites `LayerNormalization(Add(x, s))` into
-        `com.microsoft.SkipLayerNormalization` when x and s are 3-D of one shape as ORT sees it
-        (equal dims, or equal dim names that graph inputs declare: ORT's own inference does not
-        name dims as ours does, and bert_dynamic's residual Adds, whose dims our inference
-        names `unk__2`, are not fused), the Add is not a graph output and
-        LayerNormalization (last axis) is its only consumer (checked on ORT 1.32: a second
-        consumer, 2-D inputs or a broadcast bias all prevent it). In an
-        e-graph "only consumer" means: every e-node that uses the Add's class is in a class
-        that holds such a LayerNormalization. The Add is priced as what fusing it adds:
-        SkipLayerNormalization minus LayerNormalization (at least the overhead).
-        """
-        if len(node.children) != 2 or cid in self._roots:
-            return None
-        sa, sb = (self.symbolic.classes[k].type.shape for k in node.children)
-        if sa is None or sa != sb or len(sa) != 3:  # ORT must see equal shapes
-            return None
-        if any(not isinstance(d, int) and d not in self._declared_dims for d in sa):
-            return None  # a dim named by shape inference: ORT's own inference differs
-        ta, tb = (assume_type(self.snapshot.classes[k].type, self.dims) for k in node.children)
-        if ta is None or tb is None:
-            return None
-        users = self._users.get(cid, [])
-        lns = [(u, n) for u, n, i in users if n.op == "LayerNormalization" and i == 0]
-        if not lns or any(u not in {c for c, _ in lns} for u, _, _ in users):
-            return None
-        ln_cid, ln = lns[0]
-        ln_call = self._call(ln)
-        if ln_call is None or int(ln_call.attr("axis", -1)) not in (-1, 2):
-            return None
-        skip = ENode("SkipLayerNormalization", (*node.children, *ln.children[1:]), domain=MS)
-        call = replace(ln_call, op_type=skip.op, inputs=[ta, tb, *ln_call.inputs[1:]])
-        work = call_work(skip.op, MS, call, [ta])
-        if work is None:
-            return None
-        fused = self.roofline(skip.op, coeff_key(skip, call), work)
-        self.fused.append(f"Add in class {cid} + LayerNormalization in class {ln_cid}")
-        return max(self.target.overhead * 1e6, fused - self.cost(ln_cid, ln))
-
     def _is_const(self, cid: int) -> bool:
         return cid in self.constants
 
-    def _call(self, node: ENode) -> OpCall | None:
+    def call(self, node: ENode) -> OpCall | None:
         try:
             return self.snapshot.call(node)
         except Exception:  # a malformed opaque key or signature: no spec view
