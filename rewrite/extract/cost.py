@@ -138,6 +138,11 @@ def type_bytes(t: TensorType | None, dims: Dims | None = None) -> float:
     return float((a.numel or 0) * itemsize(a.dtype))
 
 
+FUSED_PAD = 0.01
+"""A Pad that ORT folds into its Conv costs this share of one node's overhead: nothing as ORT
+runs it, but a graph that folds it itself is preferred (it is what ORT will run, written)."""
+
+
 class CostModel:
     """Prices the e-nodes of one snapshot for one target.
 
@@ -213,7 +218,7 @@ class CostModel:
         if node.op in VIEW_OPS:
             return self.target.overhead * 1e6
         if node.op == "Pad" and not node.domain and pad_fused(self, cid, node):
-            return 0.0
+            return self.target.overhead * 1e6 * FUSED_PAD
         reorders = self.layout.extra(cid, node)
         if node.op == "Add" and not node.domain:
             fused = skip_layer_norm(self, cid, node)

@@ -80,14 +80,14 @@ def test_a_pad_before_a_valid_conv_costs_two_reorders_as_ort_runs_it(tmp_path: P
     assert cm.layout.extra(conv_cid, conv) > 0  # reads the plain padded value
 
 
-def test_a_pad_ort_fuses_into_the_conv_costs_nothing(tmp_path: Path) -> None:
+def test_a_pad_ort_fuses_into_the_conv_costs_next_to_nothing(tmp_path: Path) -> None:
     m = _conv_pad_conv("NOTSET")
     ops = _ort_ops(m, tmp_path)
     assert ops["Pad"] == 0 and ops["ReorderInput"] == 1  # the model input only
     cm, first = _priced(m, tmp_path)
     pad_cid, pad = first["Pad"]
     assert pad_fused(cm, pad_cid, pad)  # type: ignore[arg-type]
-    assert cm.cost(pad_cid, pad) == 0.0  # type: ignore[arg-type]
+    assert 0 < cm.cost(pad_cid, pad) < cm.target.overhead * 1e6 / 10  # type: ignore[arg-type]
     assert pad_cid in cm.layout.blocked
 
 
