@@ -165,7 +165,6 @@ def test_optimize_round_trips_the_typed_ops_and_ort_agrees(tmp_path: Path) -> No
     ("node", "inits"),
     [
         (helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2]), []),
-        (helper.make_node("LRN", ["x"], ["y"], size=3), []),
         (
             helper.make_node("Pad", ["x", "p", "", "ax"], ["y"]),
             [_i64("p", [1, 1]), _i64("ax", [3])],
@@ -181,8 +180,8 @@ def test_optimize_round_trips_the_typed_ops_and_ort_agrees(tmp_path: Path) -> No
 def test_the_ops_left_opaque_stay_opaque(
     node: onnx.NodeProto, inits: list[onnx.TensorProto], tmp_path: Path
 ) -> None:
-    """MaxPool with Indices, LRN, Pad with axes and BatchNormalization with training_mode have
-    no typed form."""
+    """MaxPool with Indices, Pad with axes and BatchNormalization with training_mode have no
+    typed form (LRN has one: tests/ops/test_typed_lrn_global_max.py)."""
     model = _model([node], inits)
     model.opset_import[0].version = 18
     path = tmp_path / "in.onnx"
