@@ -19,16 +19,35 @@ of an e-node, the cost model asks here:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from rewrite.extract.contrib import MS
-from rewrite.extract.snapshot import ENode
-from rewrite.extract.target import coeff_key
+from rewrite.extract.snapshot import ENode, Snapshot
+from rewrite.extract.target import Target, coeff_key
+from rewrite.extract.work import Dims, Work, assume_type, call_work
+from rewrite.ops.base import OpCall
 
-if TYPE_CHECKING:
-    from rewrite.extract.cost import CostModel
+
+class CostModel(Protocol):
+    """What the fusion checks read of `cost.CostModel` (a protocol: cost.py imports this
+    module)."""
+
+    snapshot: Snapshot
+    symbolic: Snapshot
+    target: Target
+    dims: Dims
+    fused: list[str]
+    users: dict[int, list[tuple[int, ENode, int]]]
+    roots: set[int]
+    declared_dims: set[str]
+
+    def call(self, node: ENode) -> OpCall | None: ...
+
+    def cost(self, cid: int, node: ENode) -> float: ...
+
+    def roofline(self, op: str, key: str, work: Work) -> float: ...
 
 
 def skip_layer_norm(self: CostModel, cid: int, node: ENode) -> float | None:
@@ -52,8 +71,6 @@ def skip_layer_norm(self: CostModel, cid: int, node: ENode) -> float | None:
         return None
     if any(not isinstance(d, int) and d not in self.declared_dims for d in sa):
         return None  # a dim named by shape inference: ORT's own inference differs
-    from rewrite.extract.cost import assume_type
-
     ta, tb = (assume_type(self.snapshot.classes[k].type, self.dims) for k in node.children)
     if ta is None or tb is None:
         return None
@@ -67,8 +84,6 @@ def skip_layer_norm(self: CostModel, cid: int, node: ENode) -> float | None:
         return None
     skip = ENode("SkipLayerNormalization", (*node.children, *ln.children[1:]), domain=MS)
     call = replace(ln_call, op_type=skip.op, inputs=[ta, tb, *ln_call.inputs[1:]])
-    from rewrite.extract.cost import call_work  # cost.py prices through this module
-
     work = call_work(skip.op, MS, call, [ta])
     if work is None:
         return None

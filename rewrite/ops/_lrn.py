@@ -32,7 +32,7 @@ import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
 from onnx import TensorProto
 
-from rewrite.ops._z3 import UF, const, domain
+from rewrite.ops._z3 import UF, const, domain, fp_number
 from rewrite.ops.base import OpCall, TensorType, fail
 
 Array = np.ndarray
@@ -143,8 +143,6 @@ def lrn_terms(call: OpCall, x: Array) -> Array:
     cells = list(x.reshape(-1))
     like = cells[0]
     if all(z3.is_fp_value(v) for v in cells):
-        from rewrite.verify.semantics import fp_number  # verify imports the ops
-
         vals = np.array([fp_number(v) for v in cells], dtype=F32).reshape(x.shape)
         y = lrn_f32(vals, size, alpha, beta, bias)
         out = np.empty(x.shape, dtype=object)

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,18 @@ FP_SORTS: dict[int, Any] = {
 }
 REAL, IEEE = "real", "ieee"
 RNE = z3.RNE()
+
+
+def fp_number(v: Any) -> float:
+    """An IEEE numeral as a Python float (exact: float16/float32 values fit a float64)."""
+    if v.isNaN():
+        return float("nan")
+    if v.isInf():
+        return float("-inf") if v.isNegative() else float("inf")
+    if v.isZero():
+        return -0.0 if v.isNegative() else 0.0
+    r = z3.simplify(z3.fpToReal(v))
+    return float(Fraction(int(r.numerator_as_long()), int(r.denominator_as_long())))
 
 
 def is_int(dtype: int) -> bool:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
 
-from rewrite.ops._z3 import SIGNED, UFS, symbol
+from rewrite.ops._z3 import SIGNED, UFS, fp_number, symbol
 from rewrite.ops.base import TensorType
 
 Array = np.ndarray
@@ -58,18 +58,6 @@ def number(v: Any, dtype: int | None = None) -> int | float | bool:
     if isinstance(v, int | float):
         return v
     raise TypeError(f"not a numeral: {v}")
-
-
-def fp_number(v: Any) -> float:
-    """An IEEE numeral as a Python float (exact: float16/float32 values fit a float64)."""
-    if v.isNaN():
-        return float("nan")
-    if v.isInf():
-        return float("-inf") if v.isNegative() else float("inf")
-    if v.isZero():
-        return -0.0 if v.isNegative() else 0.0
-    r = z3.simplify(z3.fpToReal(v))
-    return float(Fraction(int(r.numerator_as_long()), int(r.denominator_as_long())))
 
 
 def close(a: Any, b: Any) -> Any:

@@ -26,14 +26,8 @@ from rewrite.extract import (
     node_costs,
 )
 from rewrite.extract.contrib import CONTRIB_WORK
-from rewrite.extract.cost import (
-    BUILTIN_CPU,
-    assume_type,
-    call_work,
-    coeff_key,
-    load_target,
-    type_bytes,
-)
+from rewrite.extract.cost import BUILTIN_CPU, coeff_key, load_target
+from rewrite.extract.work import assume_type, call_work, type_bytes
 from rewrite.ops import lookup
 from rewrite.ops.base import OpCall, OpSpec, TensorType
 from rewrite.ops.registry import all_specs

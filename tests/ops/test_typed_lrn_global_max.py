@@ -22,8 +22,8 @@ from onnx import TensorProto
 from rewrite.errors import ShapeError
 from rewrite.ops import _z3
 from rewrite.ops._lrn import pow_term
+from rewrite.ops._z3 import fp_number
 from rewrite.ops.registry import lookup
-from rewrite.verify.semantics import fp_number
 from tests.ops.roundtrip import assert_optimizes_identically
 from tests.ops.test_typed_pool import NP, _call, _data, _model, _ort, _same, _z3_numbers
 
