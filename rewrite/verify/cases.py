@@ -222,26 +222,41 @@ def _bind(
     if i == len(apps):
         yield attrs, open_, types
         return
-    needed = {t.name for t in apps[i].inputs if isinstance(t, Var)}
+    app = apps[i]
+    spec = spec_of(app)
+    given = dict(app.attrs)
+    needed = {t.name for t in app.inputs if isinstance(t, Var)}
     if i == len(apps) - 1:
         needed |= set(shapes.names)  # a variable no op reads directly still takes every shape
     for typed in shapes.assign(needed, types):
-        yield from _bind_app(apps, i, attrs, open_, typed, shapes, bound)
+        in_types = [None if isinstance(t, Absent) else typed[t] for t in app.inputs]
+        for combo in product(*_choices(spec, given, attrs, in_types, shapes, bound)):
+            values = {p.name: val for p, val in zip(params(spec), combo, strict=True)}
+            try:
+                out = infer(spec, app, in_types, values)
+            except ShapeError:
+                continue
+            a2 = dict(attrs)
+            o2 = dict(open_)
+            for p, val in zip(params(spec), combo, strict=True):
+                v = given.get(p.name)
+                if isinstance(v, AttrVar):
+                    a2[v.name] = val
+                elif v is None:
+                    o2[(app, p.name)] = val
+            yield from _bind(apps, i + 1, a2, o2, {**typed, app: out}, shapes, bound)
 
 
-def _bind_app(
-    apps: list[App],
-    i: int,
+def _choices(
+    spec: Any,
+    given: dict[str, Any],
     attrs: dict[str, Any],
-    open_: dict[tuple[Term, str], Any],
-    types: dict[Term, TensorType],
+    in_types: list[TensorType | None],
     shapes: _Shapes,
     bound: Bound,
-) -> Iterator[tuple[dict[str, Any], dict[tuple[Term, str], Any], dict[Term, TensorType]]]:
-    app = apps[i]
-    spec = spec_of(app)
-    in_types = [None if isinstance(t, Absent) else types[t] for t in app.inputs]
-    given = dict(app.attrs)
+) -> list[list[Any]]:
+    """The values each attribute of an op takes: a literal's, a bound variable's, else the
+    bound's domain for these input types (cached per rewrite)."""
     choices: list[list[Any]] = []
     for p in params(spec):
         v = given.get(p.name)
@@ -258,23 +273,7 @@ def _bind_app(
             raise RuleError(
                 f"attribute {p.name}={show(v)} on the left side must be a variable or a literal"
             )
-    for combo in product(*choices):
-        values = {p.name: val for p, val in zip(params(spec), combo, strict=True)}
-        try:
-            out = infer(spec, app, in_types, values)
-        except ShapeError:
-            continue
-        a2 = dict(attrs)
-        o2 = dict(open_)
-        for p, val in zip(params(spec), combo, strict=True):
-            v = given.get(p.name)
-            if isinstance(v, AttrVar):
-                a2[v.name] = val
-            elif v is None:
-                o2[(app, p.name)] = val
-        t2 = dict(types)
-        t2[app] = out
-        yield from _bind(apps, i + 1, a2, o2, t2, shapes, bound)
+    return choices
 
 
 def _guards_hold(case: Case) -> bool:
