@@ -269,7 +269,7 @@ class _Encoder:
             if not inputs[i] and i in sig.omittable:
                 args.append(vec([]))
                 continue
-            dims = self.const_ints(inputs[i])
+            dims = self.const_ints(inputs[i], scalar=i in sig.scalar_inputs)
             if dims is None:
                 return None
             if n.op_type == "Reshape":
@@ -339,9 +339,12 @@ class _Encoder:
     def const_value(self, value: str) -> np.ndarray | None:
         return self.consts.get(self.canon.get(value, ""))
 
-    def const_ints(self, value: str) -> list[int] | None:
-        """`value`'s constant as a list of ints, or None unless it is a 1-D integer tensor."""
+    def const_ints(self, value: str, scalar: bool = False) -> list[int] | None:
+        """`value`'s constant as a list of ints, or None unless it is a 1-D integer tensor
+        (or, with `scalar`, a 0-D one: a one-element list)."""
         arr = self.const_value(value)
+        if arr is not None and scalar and arr.ndim == 0:
+            arr = arr.reshape(1)
         if arr is None or arr.ndim != 1 or arr.dtype.kind not in "iu":
             return None
         return [int(x) for x in arr]

@@ -186,6 +186,9 @@ class EggSig:
     omitted: the attribute's default), is read into the attribute (a computed one keeps the
     node opaque), and the attribute is written back as that input (omitted at its default):
     ReduceMean's axes, an input since opset 18."""
+    scalar_inputs: tuple[int, ...] = ()
+    """`const_inputs` that ONNX gives as 0-D scalars (Trilu's k, CumSum's axis): a 0-D
+    constant reads as a one-element vector; it is written back 1-D, which ORT accepts."""
 
 
 @dataclass(frozen=True)

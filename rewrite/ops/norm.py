@@ -8,10 +8,12 @@ BatchNormalization(X, scale, B, mean, var) at inference: per channel (axis 1),
 Y = (X - mean) / sqrt(var + epsilon) · scale + B; typed (one output, no training_mode
 attribute) as `(BatchNormalization epsilon momentum X scale B mean var)`, its Z3 semantics in
 the order ORT's kernel computes it: s = scale · (1 / sqrt(var + epsilon)),
-Y = X·s + (B - mean·s). InstanceNormalization does the same with the mean and variance of
-each (n, c) over the spatial axes. Softmax along `axis` from opset 13 (default -1); before 13
-(default axis 1) over X coerced to 2-D at `axis` (dims [0, axis) x [axis, rank)). All keep
-X's dtype and shape.
+Y = X·s + (B - mean·s). InstanceNormalization: `instance_norm.py`. Softmax along `axis`
+from opset 13 (default -1); before 13 (default axis 1) over X coerced to 2-D at `axis` (dims
+[0, axis) x [axis, rank)). All keep X's dtype and shape. Softmax and LogSoftmax are typed,
+`(LogSoftmax axis X)`, with Z3 semantics in ORT's order (x - max first; LogSoftmax:
+(x - max) - log(sum(exp(x - max)))), exact in reals with exp and log as UFs; in floats not
+bit-exact (MLAS's exp and log).
 
 SimplifiedLayerNormalization(X, scale) (RMSNorm; ORT registers it in the ONNX domain "", not
 in com.microsoft) normalizes over axes [axis, rank): Y = X / sqrt(mean(X²) + epsilon) · scale;
@@ -32,6 +34,7 @@ import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
 from onnx import TensorProto
 
+from rewrite.ops._unary_z3 import z3_log
 from rewrite.ops._z3 import (
     IEEE,
     RNE,
@@ -43,7 +46,7 @@ from rewrite.ops._z3 import (
     vmap,
 )
 from rewrite.ops.base import EggSig, OpCall, OpSpec, ReferenceFn, TensorType, broadcast, fail
-from rewrite.ops.elementwise import per_element, same_type
+from rewrite.ops.elementwise import per_element
 from rewrite.ops.registry import register
 from rewrite.ops.unary import EXP, SQRT
 
@@ -150,17 +153,6 @@ def _batch_norm_attr_values(name: str, inputs: list[TensorType]) -> list[Any] | 
     return [0.9] if name == "momentum" else None
 
 
-def _instance_norm_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    x, scale, b = arrays[:3]
-    assert x is not None and scale is not None and b is not None
-    axes = tuple(range(2, x.ndim))
-    x64 = x.astype(np.float64)
-    mean = x64.mean(axis=axes, keepdims=True)
-    var = ((x64 - mean) ** 2).mean(axis=axes, keepdims=True)
-    y = (x64 - mean) / np.sqrt(var + call.attr("epsilon", 1e-5)) * _channel(x, scale)
-    return [(y + _channel(x, b)).astype(x.dtype)]
-
-
 def _softmax_infer(call: OpCall) -> list[TensorType]:
     """Y: X's type (the axis is checked against X's rank)."""
     x = call.input(0)
@@ -223,6 +215,18 @@ def _z3_softmax(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     return [e / e.sum(axis=axis, keepdims=True)]
 
 
+def _z3_log_softmax(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """(x - max) - log(sum(exp(x - max), axis)), as ORT computes it (opset >= 13): exact in
+    reals (exp and log the UFs), in floats only up to the kernel's exp/log (not bit-exact)."""
+    float_only(call)
+    x = arrays[0]
+    assert x is not None
+    axis = _axis(call, x.ndim, -1) or 0
+    z = x - _max_along(x, axis)
+    total = vmap(EXP, z).sum(axis=axis, keepdims=True)
+    return [z - vmap(z3_log, total)]
+
+
 def _z3_layer_norm(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     """(x - mean) / sqrt(var + epsilon) · scale + bias over axes [axis, rank), in reals; in
     IEEE floats computed in float64 and rounded to the input's type once, as ORT's kernel
@@ -243,9 +247,20 @@ def _layer_norm_terms(call: OpCall, x: Array, scale: Array, b: Array) -> Array:
     n = int(np.prod([x.shape[a] for a in axes]))
     mean = x.sum(axis=axes, keepdims=True) / n
     var = ((x - mean) * (x - mean)).sum(axis=axes, keepdims=True) / n
-    eps = float(call.attr("epsilon", 1e-5))
+    eps = _epsilon(call, float, var.flat[0])
     inv = vmap(lambda v: 1 / square_root(v + eps, SQRT), var)
     return (x - mean) * inv * scale + b
+
+
+def _epsilon(call: OpCall, kind: Callable[[float], Any], like: Any) -> Any:
+    """The epsilon attribute as a number, or as the Z3 term it is where a rule's right side
+    takes it from a matched constant (`epsilon=eps.value()`), in the float sort of `like`."""
+    eps = call.attr("epsilon", 1e-5)
+    if not isinstance(eps, z3.ExprRef):
+        return float(kind(eps))
+    if z3.is_fp(eps) and z3.is_fp(like) and eps.sort() != like.sort():
+        return z3.fpToFP(RNE, eps, like.sort())
+    return eps
 
 
 def _rms_norm_infer(call: OpCall) -> list[TensorType]:
@@ -291,7 +306,7 @@ def _z3_rms_norm(call: OpCall, arrays: list[Array | None]) -> list[Array]:
 
 def _rms_norm_terms(call: OpCall, axes: tuple[int, ...], n: int, x: Array, scale: Array) -> Array:
     ms = (x * x).sum(axis=axes, keepdims=True) / n
-    eps = float(np.float32(call.attr("epsilon", 1e-5)))  # an ONNX float attribute is float32
+    eps = _epsilon(call, np.float32, ms.flat[0])  # an ONNX float attribute is float32
     r = vmap(lambda v: square_root(v + eps, SQRT), ms)
     return vmap(divide, x, r) * scale
 
@@ -334,7 +349,6 @@ register(
         attr_values=_batch_norm_attr_values,
     )
 )
-register(OpSpec("InstanceNormalization", same_type, _instance_norm_ref, per_element(8)))
 register(
     OpSpec(
         "Softmax",
@@ -345,5 +359,14 @@ register(
         z3=_z3_softmax,
     )
 )
-register(OpSpec("LogSoftmax", _softmax_infer, _along_axis(_log_softmax), per_element(6)))
+register(
+    OpSpec(
+        "LogSoftmax",
+        _softmax_infer,
+        _along_axis(_log_softmax),
+        per_element(6),
+        egg=EggSig(attrs=(("axis", "i64", -1),), n_inputs=1),
+        z3=_z3_log_softmax,
+    )
+)
 register(OpSpec("Hardmax", _softmax_infer, _along_axis(_hardmax), per_element(2)))

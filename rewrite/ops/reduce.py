@@ -18,8 +18,11 @@ attribute, stays opaque). Their Z3 semantics add in the order ORT 1.32's CPU ker
 one intra-op thread (`_reduce_order`: Eigen's 4-lane packets as a function of the row's
 offset, MLAS's order, the generic loop from +0; float16 in float32; integers through float64,
 saturated), for float, double, float16, int32 and int64.
-The other Reduce* ops stay opaque: ReduceMax/Min's NaN handling follows the same packets, and
-ReduceProd/L1/L2/LogSum/LogSumExp have not been checked against ORT.
+`(ReduceMax axes keepdims X)` (and ReduceMin) have the same form as ReduceMean; their Z3
+semantics and reference pick as ORT 1.32's kernels do (`_reduce_extrema`: m(a, b) = a < b ?
+b : a over the same paths, so which NaN or signed zero survives is ORT's), exact for float,
+float16, int32 and int64 (double: except the KRK path's NaN/±0 choice).
+ReduceProd/L1/L2/LogSum/LogSumExp stay opaque: not checked against ORT.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 
+from rewrite.ops._reduce_extrema import extremum, extremum_reference
 from rewrite.ops._reduce_sum_z3 import (
     check_dtype,
     float_reference,
@@ -117,6 +121,8 @@ def _reducer(name: str, fn: Reducer) -> ReferenceFn:
             y = int_reference(name, x, norm)
         elif name in TYPED and x.dtype in (np.float16, np.float32, np.float64):
             y = float_reference(name, x, norm)
+        elif name in EXTREMA and x.dtype in _EXTREMA_DTYPES and norm is not None:
+            y = extremum_reference(name == "ReduceMax", x, norm)
         elif norm is None:
             return [x * x if name == "ReduceSumSquare" else x.copy()]
         else:
@@ -141,6 +147,25 @@ def _z3_reduce(name: str) -> Callable[[OpCall, list[Array | None]], list[Array]]
         norm = resolve_axes(call, x.ndim, arrays[1] if len(arrays) > 1 else None)
         y = reduce_terms(name, np.asarray(x, dtype=object), dtype, norm)
         if norm is not None and not call.attr("keepdims", 1):
+            y = np.squeeze(y, axis=norm)
+        return [np.asarray(y, dtype=object)]
+
+    return semantics
+
+
+def _z3_extremum(name: str) -> Callable[[OpCall, list[Array | None]], list[Array]]:
+    def semantics(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        """The max or min ORT picks, in its order (`_reduce_extrema`)."""
+        dtype = check_dtype(call)
+        x = arrays[0]
+        assert x is not None
+        if 0 in x.shape:
+            raise fail(call, "X is empty")
+        norm = resolve_axes(call, x.ndim, arrays[1] if len(arrays) > 1 else None)
+        if norm is None:
+            return [np.asarray(x, dtype=object)]
+        y = extremum(name == "ReduceMax", np.asarray(x, dtype=object), dtype, norm)
+        if not call.attr("keepdims", 1):
             y = np.squeeze(y, axis=norm)
         return [np.asarray(y, dtype=object)]
 
@@ -235,6 +260,8 @@ def _arg_ref(largest: bool) -> ReferenceFn:
 
 
 TYPED = ("ReduceSum", "ReduceMean", "ReduceSumSquare")
+EXTREMA = ("ReduceMax", "ReduceMin")
+_EXTREMA_DTYPES = (np.float16, np.float32, np.float64, np.int32, np.int64)
 
 
 def _no_noop(attrs: dict[str, Any]) -> dict[str, Any] | None:
@@ -254,9 +281,9 @@ _SIGS = {
         to_egg=_no_noop,
     ),
 }
-_SIGS["ReduceSumSquare"] = _SIGS["ReduceMean"]
+_SIGS["ReduceSumSquare"] = _SIGS["ReduceMax"] = _SIGS["ReduceMin"] = _SIGS["ReduceMean"]
 for _name, (_fn, _k) in _REDUCERS.items():
-    typed = _name in TYPED
+    typed = _name in TYPED or _name in EXTREMA
     register(
         OpSpec(
             _name,
@@ -264,7 +291,7 @@ for _name, (_fn, _k) in _REDUCERS.items():
             _reducer(_name, _fn),
             _per_input_element(_k),
             egg=_SIGS.get(_name),
-            z3=_z3_reduce(_name) if typed else None,
+            z3=(_z3_extremum if _name in EXTREMA else _z3_reduce)(_name) if typed else None,
             attr_values=_axes_values if typed else None,
         )
     )

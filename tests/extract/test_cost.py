@@ -284,8 +284,10 @@ def typical_call(spec: OpSpec) -> OpCall | None:
     x2, b, ax = TensorType(F, (16, 64)), TensorType(9, (1, 16, 64)), TensorType(7, (1,))
     img = TensorType(F, (1, 8, 16, 16))
     candidates = [[x], [x, x], [x, w], [x2, w], [x, i], [b, x, x], [x, ax], [x, x, x], [img],
-                  [img, TensorType(F, (4, 8, 3, 3))], [x, ax, ax]]  # fmt: skip
-    attrs = {"to": F, "axis": -1, "kernel_shape": [3, 3], "perm": [0, 2, 1]}
+                  [img, TensorType(F, (4, 8, 3, 3))], [x, ax, ax],
+                  [img, TensorType(F, (8,)), TensorType(F, (8,))]]  # fmt: skip
+    attrs = {"to": F, "axis": -1, "kernel_shape": [3, 3], "perm": [0, 2, 1],
+             "equation": "ij,jk->ik", "num_groups": 2}  # fmt: skip
     for inputs in candidates:
         consts = [np.array([0], dtype=np.int64) if t.dtype == 7 and k else None
                   for k, t in enumerate(inputs)]  # fmt: skip

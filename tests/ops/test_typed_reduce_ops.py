@@ -104,7 +104,7 @@ def test_the_reference_scans_as_ort_does(node: onnx.NodeProto) -> None:
 @pytest.mark.parametrize(
     ("node", "opset"),
     [
-        (helper.make_node("ReduceMax", ["x"], ["y"], axes=[-1]), 17),
+        (helper.make_node("ReduceL1", ["x"], ["y"], axes=[-1]), 17),
         (helper.make_node("ReduceL2", ["x"], ["y"]), 17),
         (helper.make_node("ReduceProd", ["x"], ["y"], keepdims=0), 17),
     ],
@@ -113,7 +113,8 @@ def test_the_reference_scans_as_ort_does(node: onnx.NodeProto) -> None:
 def test_the_ops_left_opaque_stay_opaque(node: onnx.NodeProto, opset: int, tmp_path: Path) -> None:
     """ORT's float kernels reduce in a vectorized order (Eigen / MLAS 4-lane packets, whose
     grouping depends on the shape and the kernel path) that only ReduceSum, ReduceMean,
-    ReduceSumSquare (tests/ops/test_typed_reduce_sum.py), GlobalAveragePool and MaxPool
+    ReduceSumSquare (tests/ops/test_typed_reduce_sum.py), ReduceMax / ReduceMin
+    (test_typed_reduce_extrema.py), GlobalAveragePool and MaxPool
     (tests/ops/test_typed_pool.py), GlobalMaxPool and LRN (test_typed_lrn_global_max.py) model
     so far."""
     path = tmp_path / "in.onnx"
