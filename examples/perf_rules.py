@@ -1,16 +1,30 @@
 """Rules a performance engineer writes first: `rewrite optimize m.onnx out.onnx --rules
-examples/perf_rules.py`. Each states its identity; `rewrite verify examples/perf_rules.py`
-proves (or, tagged approximate, samples) every one; `tests/test_perf_rules.py` fires each on a
-model where its pattern occurs.
+examples/perf_rules.py` (add `--allow-approximate` for the fusions). Each states its identity;
+`rewrite verify examples/perf_rules.py` proves (or, tagged approximate, samples) every one;
+`tests/test_perf_rules.py` fires each on a model where its pattern occurs and optimizes it.
 
-`examples/refused_rules.py` holds four more that the verifier refuses, each with the ORT run
-that shows why. Not here yet (the rule language cannot say them): Conv + BatchNormalization
-folding (the right side needs a new constant, epsilon as a tensor), decomposed LayerNorm /
-RMSNorm into the fused ops (ReduceMean is typed, but the fused op's epsilon attribute would
-come from a matched constant's value, and SimplifiedLayerNormalization has no typed form
-yet), Q/K/V merged with a Split (no multi-output ops in rules: the merge below slices
-instead), Pad folded into Conv's pads.
+Proved: MatMul + bias as Gemm, transposes sunk through Relu and Add, a transpose/reshape
+round trip, the Q/K/V MatMuls merged with Slices (`merge_three_matmuls`) or with one Split
+whose sizes are the weights' column counts (`merge_qkv_split`). Approximate (sampled in ORT
+within the tolerance; the fused kernels round their own way): both GELU forms to
+com.microsoft Gelu / FastGelu, decomposed LayerNorm to LayerNormalization (proved on the
+bound, tagged approximate all the same: see its docstring) and RMSNorm to
+SimplifiedLayerNormalization, each fused op's epsilon taken from the matched constant.
+
+Not here (`examples/refused_rules.py` holds them, each with the ORT run that shows why):
+the scale moved into the weights, (x·c) @ W = x @ (W·c), needs W's values known finite
+(0·inf is NaN), a guard the language has no word for; the attention scale moved to the
+smaller operand, (A @ B)·c = (A·c) @ B, overflows on one side only whatever the guard; and
+PyTorch's F.gelu order x·(1 + erf)·0.5 overflows where Gelu does not. ONNX's own Gelu
+(opset 20) is not a target: the models here are opset 17. RMSNorm's fused op is ORT's, not
+ONNX's: onnx.checker's full check rejects it, so on an input that passes that check the
+optimized model is refused and the input graph written (fires, but pays off only on inputs
+checked at a lower level). Pad into Conv and Conv + BatchNormalization are
+`rulesets/constants.py`'s.
 """
+
+import math
+from typing import Any
 
 from rewrite.rules import Ints, Rewrite, RuleSet, Tensor, op, rewrite
 
@@ -76,3 +90,91 @@ def transpose_reshape_round_trip(x: Tensor, s: Ints, p: Ints) -> Rewrite:
     """Reshape(Transpose(Transpose(x, p), p'), s) = Reshape(x, s)   when p' undoes p"""
     back = op.Transpose(op.Transpose(x, perm=p), perm=[1, 0])
     return rewrite(op.Reshape(back, shape=s)).to(op.Reshape(x, shape=s), x.rank == 2, p == [1, 0])
+
+
+@PERF.rule
+def merge_qkv_split(x: Tensor, q: Tensor, k: Tensor, v: Tensor) -> list[Rewrite]:
+    """x @ Wq, x @ Wk, x @ Wv = Split(x @ [Wq | Wk | Wv], last axis, sizes = the weights'
+    column counts)   (Q/K/V: one GEMM and one Split for three GEMMs), when the weights are
+    constant matrices of one dtype and x has rank 2 or 3 (Split's axis is written
+    non-negative)"""
+    both = x @ op.Concat(q, k, v, axis=1)
+    sizes = [q.dim(-1), k.dim(-1), v.dim(-1)]
+    cond: tuple[Any, ...] = (q.is_const(), k.is_const(), v.is_const())
+    cond += (q.rank == 2, k.rank == 2, v.rank == 2)
+    cond += (q.dtype == k.dtype, k.dtype == v.dtype, q.precedes(k), k.precedes(v))
+    return [
+        rewrite(x @ q, x @ k, x @ v).to(
+            *op.Split(both, axis=r - 1, sizes=sizes), x.rank == r, *cond
+        )
+        for r in (2, 3)
+    ]
+
+
+@PERF.rule(tags=["approximate", "ort-cpu", "ort-cuda"])
+def gelu_erf_fusion(x: Tensor) -> list[Rewrite]:
+    """(x·0.5)·(1 + erf(x/√2)) = Gelu(x)   (com.microsoft; the HF BERT export, x/√2 written
+    Div by float32(√2) or Mul by float32(1/√2), either Add order) for float32 x (the kernel
+    ORT has); approximate: the kernel rounds 1/√2 and erf its own way. Scaling x by 0.5
+    first is what keeps it within tolerance: the order x·(1 + erf)·0.5 (PyTorch's F.gelu
+    export) overflows near the float maximum where Gelu does not (`examples/refused_rules.py`)"""
+    out = []
+    for scaled in (x / math.sqrt(2.0), x * math.sqrt(0.5)):
+        e = op.Erf(scaled)
+        for lhs in ((x * 0.5) * (e + 1.0), (x * 0.5) * (1.0 + e)):
+            out.append(rewrite(lhs).to(op.ms.Gelu(x), x.dtype == "float32"))
+    return out
+
+
+@PERF.rule(tags=["approximate", "ort-cpu", "ort-cuda"])
+def gelu_tanh_fusion(x: Tensor) -> Rewrite:
+    """(x·0.5)·(1 + tanh((x + 0.044715·x³)·√(2/π))) = FastGelu(x)   (com.microsoft; GPT-2's
+    export, x³ written Pow(x, 3)) for float32 x; approximate: the constants are rounded to
+    float32 and FastGelu evaluates tanh its own way"""
+    inner = (x + op.Pow(x, 3.0) * 0.044715) * math.sqrt(2.0 / math.pi)
+    lhs = (x * 0.5) * (op.Tanh(inner) + 1.0)
+    return rewrite(lhs).to(op.ms.FastGelu(x), x.dtype == "float32")
+
+
+def _last_axis_norm(x: Tensor, eps: Tensor, *weights: Tensor) -> tuple[Any, ...]:
+    """Guards of a fused last-axis normalization of x: eps a positive scalar constant of no
+    higher rank than x, float32 x, each weight a vector as long as x's last axis (so nothing
+    broadcasts x to a larger shape)."""
+    cond: tuple[Any, ...] = (eps.is_const(), eps.is_scalar(), eps.value() > 0.0)
+    cond += (eps.rank <= x.rank, x.dtype == "float32")
+    for w in weights:
+        cond += (w.rank == 1, w.dim(0) == x.dim(-1))
+    return cond
+
+
+@PERF.rule(tags=["approximate", "ort-cpu", "ort-cuda"])
+def layer_norm_fusion(x: Tensor, eps: Tensor, s: Tensor, b: Tensor) -> list[Rewrite]:
+    """(x - mean(x)) / √(mean((x - mean(x))²) + eps) · s + b
+    = LayerNormalization(x, s, b, axis=-1, epsilon=eps)   (BERT's export; means over the last
+    axis, the square written Pow(d, 2) or d·d). `rewrite verify` proves it on its bound,
+    yet it stays tagged approximate: ORT's kernel accumulates in float64, so beyond the
+    bound's dims it rounds its own way, and where (x - mean)² overflows float32 (|x - mean|
+    above 1.8e19) the export gives b and the kernel a normalized value"""
+    d = x - op.ReduceMean(x, axes=[-1], keepdims=1)
+    rhs = op.LayerNormalization(x, s, b, axis=-1, epsilon=eps.value())
+    out = []
+    for sq in (op.Pow(d, 2.0), d * d):
+        var = op.ReduceMean(sq, axes=[-1], keepdims=1)
+        lhs = d / op.Sqrt(var + eps) * s + b
+        out.append(rewrite(lhs).to(rhs, *_last_axis_norm(x, eps, s, b)))
+    return out
+
+
+@PERF.rule(tags=["approximate", "ort-cpu", "ort-cuda"])
+def rms_norm_fusion(x: Tensor, eps: Tensor, w: Tensor) -> list[Rewrite]:
+    """x / √(mean(x²) + eps) · w = SimplifiedLayerNormalization(x, w, axis=-1, epsilon=eps)
+    (Llama's RMSNorm: x² written Pow(x, 2), the division x / r or x · (1 / r), the weight on
+    either side; each form is sampled in ORT, so only these four); approximate: the kernel
+    divides once and sums its own way"""
+    rhs = op.SimplifiedLayerNormalization(x, w, axis=-1, epsilon=eps.value())
+    r = op.Sqrt(op.ReduceMean(op.Pow(x, 2.0), axes=[-1], keepdims=1) + eps)
+    out = []
+    for n in (x / r, x * (1.0 / r)):
+        for lhs in (n * w, w * n):
+            out.append(rewrite(lhs).to(rhs, *_last_axis_norm(x, eps, w)))
+    return out

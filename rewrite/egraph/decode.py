@@ -20,6 +20,7 @@ from rewrite.egraph.encode import Encoded
 from rewrite.errors import ExtractionError
 from rewrite.extract.snapshot import Choice, ENode, Snapshot
 from rewrite.onnx_io.graph import Graph, Node
+from rewrite.ops.base import np_dtype
 from rewrite.ops.registry import lookup
 
 
@@ -108,8 +109,22 @@ class _Decoder:
             self.emit_opaque(node, [self.name_of(cid)])
         elif node.op == "SplitPart" and not node.domain:
             self.emit_split(node)
+        elif node.op == "ConstantOfShape" and self.is_new_scalar(cid, node):
+            self.emit_scalar(cid, node)
         else:
             self.emit_typed(cid, node)
+
+    def is_new_scalar(self, cid: int, node: ENode) -> bool:
+        """A scalar constant a rule created: ConstantOfShape of empty dims, no original name."""
+        return not node.domain and not list(node.args[2]) and not self.snap.classes[cid].names
+
+    def emit_scalar(self, cid: int, node: ENode) -> None:
+        """A constant a rule created (`rules.scalars`) as an initializer: its value in its
+        dtype, shape ()."""
+        value, dtype, _ = node.args
+        with np.errstate(all="ignore"):
+            arr = np.asarray(np.float64(value)).astype(np_dtype(int(dtype)))
+        self.names[cid] = self.const_input(arr, "rw/scalar")
 
     def emit_split(self, node: ENode) -> None:
         """One Split for every chosen `SplitPart` of (x, axis, sizes): the parts' names as

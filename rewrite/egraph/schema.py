@@ -15,6 +15,8 @@ against 1 is priced as 1 (`max`); empty tensors never reach rewritten terms in p
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rewrite.ops import all_specs
 from rewrite.ops.base import OpSpec
 
@@ -248,7 +250,19 @@ def shape_rules(spec: OpSpec) -> list[str]:
                 f"b{r}",
             )
         rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
+    elif name == "ConstantOfShape" and spec.domain == "":
+        _constant_rules(rule)
     return rules
+
+
+def _constant_rules(rule: Callable[[str, str, str], None]) -> None:
+    """`(ConstantOfShape value dtype dims)` (rules' new scalar constants, `rules.scalars`, are
+    ones of empty dims) has shape dims and dtype dtype, is a constant, and with empty dims a
+    scalar of value `value` (the value its dtype holds: the rule compiler rounds it)."""
+    rule("", "(set (shape e) a2) (set (dtype e) a1) (IsConst e)", "s")
+    rule("(= (vec-length a2) 0)", "(IsScalar e) (set (scalar-value e) a0)", "v")
+    rule("(= a0 1.0)", "(IsOne e)", "one")
+    rule("(= a0 0.0)", "(IsZero e)", "zero")
 
 
 def bcast_rules() -> list[str]:

@@ -140,22 +140,27 @@ Tensor = Var
 @dataclass(frozen=True, eq=True)
 class Const(Term):
     """A literal in a pattern (`x * 0.5`): a one-element constant whose value is `value` in
-    its own dtype. `rewrite(...).to(...)` turns each into a variable with that condition."""
+    its own dtype. `rewrite(...).to(...)` turns each into a variable with that condition on
+    the left side, and into a new scalar constant on the right side (`rules.literals`), where
+    `number` may also be a `Float` attribute variable (`var + eps`)."""
 
-    number: float
+    number: float | Float
     uid: int
 
     def __repr__(self) -> str:
-        return repr(self.number)
+        return self.number.name if isinstance(self.number, AttrVar) else repr(self.number)
 
 
 _CONSTS = [0]
 
 
-def term(v: Term | float | int) -> Term:
-    """`v` as a term: a number becomes a fresh `Const`."""
+def term(v: Term | float | int | Float) -> Term:
+    """`v` as a term: a number, or a `Float` attribute variable, becomes a fresh `Const`."""
     if isinstance(v, Term):
         return v
+    if isinstance(v, AttrVar) and v.kind == "float":
+        _CONSTS[0] += 1
+        return Const(v, _CONSTS[0])  # type: ignore[arg-type]
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise TypeError(f"cannot use {v!r} as a tensor in a rule")
     _CONSTS[0] += 1
@@ -198,6 +203,10 @@ class App(Term):
         )
 
     def __repr__(self) -> str:
+        given = dict(self.attrs)
+        dtype = given.get("dtype")
+        if self.op == "ConstantOfShape" and isinstance(dtype, Call) and dtype.fn == "dtype":
+            return show(given.get("value"))  # a right side's new constant (`rules.scalars`)
         args = [repr(i) for i in self.inputs]
         args += [f"{n}={show(v)}" for n, v in self.attrs if v is not None]
         return f"{self.op}({', '.join(args)})"

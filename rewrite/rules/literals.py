@@ -6,17 +6,19 @@ exports write; the prover covers exactly those, `is_literal`), `_k<i>.value() ==
 each other
 input of the op it feeds, `_k<i>.rank <= other.rank` (a one-element constant never broadcasts
 the other operand up: `x * 0.5` has x's shape); a number on a
-right side must be one of the left side's (the same variable; constants computed on the right
-are not supported yet). `c.value() == v` holds where the constant equals `v` rounded to the
-constant's own dtype (`in_dtype`): 0.7071067811865476 matches a float32 model's
-float32(1/√2), 0.1 matches float16(0.1) in a float16 model. The compiled rule gets one
-variant per group of dtypes whose roundings of `v` agree (`value_variants`).
+right side that is one of the left side's is the same variable, any other is a new scalar
+constant of the dtype of the operand beside it (`rules.scalars`). `c.value() == v` holds
+where the constant equals `v` rounded to the constant's own dtype (`in_dtype`):
+0.7071067811865476 matches a float32 model's float32(1/√2), 0.1 matches float16(0.1) in a
+float16 model. The compiled rule gets one variant per group of dtypes whose roundings of
+`v` agree (`value_variants`).
 """
 
 from __future__ import annotations
 
 import math
 import struct
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from rewrite.rules.language import (
     Absent,
     And,
     App,
+    AttrVar,
     Call,
     Cmp,
     Const,
@@ -33,7 +36,9 @@ from rewrite.rules.language import (
     Rewrite,
     Term,
     Var,
+    subterms,
 )
+from rewrite.rules.scalars import is_scalar_term, left_terms, new_constants
 
 DOUBLE, FLOAT, FLOAT16, BFLOAT16 = 11, 1, 10, 16
 LITERAL_PREFIX = "_k"
@@ -58,6 +63,11 @@ def desugar(rw: Rewrite) -> Rewrite:
 
     def left(t: Term) -> Term:
         if isinstance(t, Const):
+            if isinstance(t.number, AttrVar):
+                raise RuleError(
+                    f"the Float attribute {t.number.name} is used as a tensor on the left side "
+                    "(only a right side can make it a constant; compare c.value() == ... instead)"
+                )
             var = Var(f"{LITERAL_PREFIX}{count[0]}")
             count[0] += 1
             names.setdefault(t.number, var)
@@ -77,20 +87,22 @@ def desugar(rw: Rewrite) -> Rewrite:
 
     def right(t: Term) -> Term:
         if isinstance(t, Const):
-            if t.number not in names:
-                raise RuleError(
-                    f"the constant {t.number!r} on the right side is not on the left side "
-                    "(a rule can reuse a constant it matched; it cannot create one yet)"
-                )
-            return names[t.number]
+            if not isinstance(t.number, AttrVar) and t.number in names:
+                return names[t.number]
+            return t  # a new constant: its op gives it a dtype (`scalars.new_constants`)
         if isinstance(t, App):
-            return App(t.op, t.attrs, tuple(right(i) for i in t.inputs), t.domain)
+            inputs = new_constants(t, tuple(right(i) for i in t.inputs), left_set)
+            return App(t.op, t.attrs, inputs, t.domain)
         return t
 
     lhs = tuple(left(t) for t in rw.lhs)
     if not guards and not any(_has_const(t) for t in rw.rhs):
         return rw
-    return Rewrite(lhs, tuple(right(t) for t in rw.rhs), (*guards, *rw.guards))
+    left_set = left_terms(Rewrite(lhs))
+    rhs = tuple(right(t) for t in rw.rhs)
+    if any(isinstance(t, Const) for t in rhs):
+        raise RuleError("a right side that is only a new constant has no dtype to take")
+    return Rewrite(lhs, rhs, (*guards, *rw.guards))
 
 
 def _rank(t: Term) -> Call:
@@ -122,7 +134,9 @@ def _rounded(v: float, dtype: int) -> float | None:
         bits = struct.unpack("<I", struct.pack("<f", np.float32(v)))[0]
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # round to nearest even
         return float(struct.unpack("<f", struct.pack("<I", bits))[0])
-    if dtype in INTS or dtype == 9:  # integers and bool hold integral values only
+    if dtype == 9:  # bool holds 0 and 1 only
+        return float(v) if float(v) in (0.0, 1.0) else None
+    if dtype in INTS:  # integers hold integral values only
         return float(v) if float(v).is_integer() else None
     return float(v)
 
@@ -175,4 +189,46 @@ def expand(rw: Rewrite) -> list[Rewrite]:
                 guards = (*r.guards[:i], part, *r.guards[i + 1 :])
                 nxt.append(Rewrite(r.lhs, r.rhs, guards))
         out = nxt
+    return [x for r in out for x in expand_values(r)]
+
+
+def expand_values(rw: Rewrite) -> list[Rewrite]:
+    """`rw` once per combination of dtype groups of its right side's new constants
+    (`scalars`): each variant guards the constant's dtype source with `dtype_in(t, group)` and
+    holds the value rounded to that group, as the constant will hold it."""
+    found = [
+        s
+        for t in rw.rhs
+        for s in subterms(t)
+        if isinstance(s, App) and is_scalar_term(s) and isinstance(_value(s), Lit)
+    ]
+    out = [rw]
+    for app in dict.fromkeys(found):
+        variants = value_variants(float(_value(app).value))
+        source = dict(app.attrs)["dtype"].args[0]
+        nxt = []
+        for r in out:
+            for dtypes, rounded in variants:
+                held = Lit(rounded, "float")
+                attrs = tuple((n, held if n == "value" else v) for n, v in app.attrs)
+                new = App(app.op, attrs, app.inputs, app.domain)
+                guards = r.guards
+                if dtypes is not None:
+                    guards = (*guards, Call("dtype_in", (source, dtypes), "bool"))
+                rhs = tuple(_replace(t, app, new) for t in r.rhs)
+                nxt.append(Rewrite(r.lhs, rhs, guards))
+        out = nxt
     return out
+
+
+def _value(app: App) -> Any:
+    return dict(app.attrs)["value"]
+
+
+def _replace(t: Term, old: App, new: App) -> Term:
+    """`t` with every occurrence of `old` replaced by `new`."""
+    if t == old:
+        return new
+    if isinstance(t, App):
+        return App(t.op, t.attrs, tuple(_replace(i, old, new) for i in t.inputs), t.domain)
+    return t

@@ -9,7 +9,7 @@ with a typed e-graph form (`rewrite.ops`, `OpSpec.egg`); `rewrite rules ops` lis
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from difflib import get_close_matches
 from typing import Any
 
@@ -18,7 +18,7 @@ import onnx
 from rewrite.errors import RuleError
 from rewrite.ops.base import OpSpec
 from rewrite.ops.registry import all_specs, lookup
-from rewrite.rules.language import ABSENT, Absent, App, Expr, Lit, Term, lift, term
+from rewrite.rules.language import ABSENT, Absent, App, AttrVar, Expr, Lit, Term, lift, term
 
 
 def const_input_names(spec: OpSpec) -> list[str]:
@@ -120,15 +120,17 @@ def _attr_value(v: Any, sort: str | None) -> Expr:
 
 
 def _number(v: object) -> bool:
-    return type(v) in (int, float)
+    """A number, or a `Float` attribute variable (a scalar constant on a right side)."""
+    return type(v) in (int, float) or (isinstance(v, AttrVar) and v.kind == "float")
 
 
-def split(x: Term, *, sizes: list[int], axis: int | None = None) -> tuple[App, ...]:
+def split(x: Term, *, sizes: Sequence[int | Expr], axis: int | None = None) -> tuple[App, ...]:
     """`q, k, v = op.Split(x, axis=2, sizes=[768, 768, 768])`: a Split's outputs, one
     `SplitPart(x, axis, sizes, index)` term each (a multi-output op is one term per output).
-    `sizes` is a list of ints (it fixes the number of outputs); `axis` is non-negative, as
-    encode writes it (left out: any axis on a left side)."""
-    if not isinstance(sizes, list | tuple) or not all(isinstance(v, int) for v in sizes):
+    `sizes` is a list (it fixes the number of outputs) of ints or, on a right side, int
+    expressions (`w.dim(1)`); `axis` is non-negative, as encode writes it (left out: any axis
+    on a left side)."""
+    if not isinstance(sizes, list | tuple) or not all(map(_int_or_expr, sizes)):
         raise RuleError(f"Split's sizes must be a list of ints (the outputs' count); got {sizes!r}")
     if axis is not None and (not isinstance(axis, int) or axis < 0):
         raise RuleError(
@@ -136,6 +138,10 @@ def split(x: Term, *, sizes: list[int], axis: int | None = None) -> tuple[App, .
         )
     part = _constructor(lookup("SplitPart"))  # type: ignore[arg-type]
     return tuple(part(x, axis=axis, sizes=list(sizes), index=i) for i in range(len(sizes)))
+
+
+def _int_or_expr(v: object) -> bool:
+    return isinstance(v, int) or (isinstance(v, Expr) and v.kind == "int")
 
 
 class _Namespace:

@@ -276,7 +276,7 @@ def _draw(case: Case, rng: np.random.Generator) -> dict[str, Array]:
             info = np.iinfo(dt)
             raw = rng.choice(np.array(INT_SPECIAL, dtype=object), size=shape)
             out[v] = np.asarray([int(x) for x in np.ravel(raw)], dtype=object).reshape(shape)
-            out[v] = np.clip(out[v], info.min, info.max).astype(dt)
+            out[v] = np.asarray(np.clip(out[v], info.min, info.max)).astype(dt)  # 0-d: an int
         else:
             with np.errstate(all="ignore"):
                 out[v] = rng.choice(np.array(SPECIAL), size=shape).astype(dt)

@@ -18,6 +18,7 @@ from onnx import helper
 from rewrite.ops.registry import opset_for
 from rewrite.ops.split import split_part_node
 from rewrite.rules.language import Absent, App, Term, Var, subterms
+from rewrite.rules.scalars import is_scalar_term
 from rewrite.verify.cases import Case
 from rewrite.verify.evaluate import Evaluator, make_call, spec_of
 
@@ -45,6 +46,11 @@ def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) 
         assert isinstance(t, App)
         spec = spec_of(t)
         call, consts = make_call(spec, [ev.type_of(c) for c in t.inputs], ev.app_values(t))
+        if is_scalar_term(t) and t != root:  # a rule's new constant: an initializer
+            names[t] = f"const{len(inits)}"
+            value = spec.reference(call, [consts[0]])[0]  # type: ignore[misc]
+            inits.append(onnx.numpy_helper.from_array(np.asarray(value), names[t]))
+            continue
         ins: list[str] = []
         kids = iter(names[c] for c in t.inputs)
         for j in range(len(call.inputs)):

@@ -202,9 +202,7 @@ CASES = [
     OpCase("Trilu", ((2, 3, 3),), I64, {"k": (-1,)}, data="ints"),
     OpCase("CumSum", ((2, 5),), values={"axis": (1,), "exclusive": 1}),
     OpCase("CumSum", ((3, 2),), I64, {"axis": (0,), "reverse": 1}, data="ints"),
-    OpCase(
-        "ScatterND", ((4, 2), (3, 1), (3, 2)), dtypes=(F, I64, F), given={1: [[1], [-1], [1]]}
-    ),
+    OpCase("ScatterND", ((4, 2), (3, 1), (3, 2)), dtypes=(F, I64, F), given={1: [[1], [-1], [1]]}),
     OpCase("Einsum", ((1, 2, 3, 4), (1, 2, 5, 4)), values={"equation": "bhqd,bhkd->bhqk"}),
     OpCase("Einsum", ((2, 3), (3, 4)), I64, {"equation": "ij,jk->ik"}, data="ints"),
     OpCase("GroupNormalization", ((2, 4, 3), (2,), (2,)), values={"num_groups": 2}),
