@@ -22,6 +22,8 @@ from rewrite.extract.snapshot import Choice, ENode, Snapshot
 from rewrite.onnx_io.graph import Graph, Node
 from rewrite.ops.base import np_dtype
 from rewrite.ops.registry import lookup
+from rewrite.ops.rnn import PART as RNN_PARTS
+from rewrite.ops.topk import topk_node
 
 
 @dataclass
@@ -109,6 +111,10 @@ class _Decoder:
             self.emit_opaque(node, [self.name_of(cid)])
         elif node.op == "SplitPart" and not node.domain:
             self.emit_split(node)
+        elif node.op == "TopKPart" and not node.domain:
+            self.emit_topk(node)
+        elif node.op in RNN_PARTS and not node.domain:
+            self.emit_rnn(node)
         elif node.op == "ConstantOfShape" and self.is_new_scalar(cid, node):
             self.emit_scalar(cid, node)
         else:
@@ -149,6 +155,41 @@ class _Decoder:
         self.nodes.append(
             Node("Split", inputs, outs, name=self.node_name(outs, None), attributes=attrs)
         )
+
+    def emit_topk(self, node: ENode) -> None:
+        """One TopK for the chosen `TopKPart`s of (x, axis, largest, k): their names as its
+        outputs, a fresh name for an output no class chose (both are required)."""
+        key = (node.children[0], *node.args[:3])
+        if key in self.topks_done:
+            return
+        self.topks_done.add(key)
+        parts = self.topk_parts.get(key, {})
+        outs = [self.name_of(parts[i]) if i in parts else self.fresh("unused") for i in (0, 1)]
+        attrs = dict(zip(("axis", "largest", "k"), node.args[:3], strict=True))
+        opset, k = self.enc.graph.opset, np.asarray([int(attrs["k"])], np.int64)
+        k_name = self.const_input(k, f"{outs[0]}/k") if opset >= 10 else ""
+        proto, _ = topk_node(self.name_of(node.children[0]), outs, attrs, k_name, opset)
+        ins, at = list(proto.input), list(proto.attribute)
+        self.nodes.append(Node("TopK", ins, outs, name=self.node_name(outs, None), attributes=at))
+
+    def emit_rnn(self, node: ENode) -> None:
+        """One LSTM / GRU / RNN for the chosen parts of one (op, attributes, inputs): their
+        names as its outputs, outputs no class chose left out (`ops.rnn`)."""
+        key = (node.op, tuple(node.children), *node.args[:-1])
+        if key in self.rnns_done:
+            return
+        self.rnns_done.add(key)
+        parts = self.rnn_parts.get(key, {})
+        outs = [self.name_of(parts[i]) if i in parts else "" for i in range(max(parts) + 1)]
+        spec = lookup(node.op)
+        assert spec is not None and spec.egg is not None and spec.egg.from_egg is not None
+        given = {a[0]: v for a, v in zip(spec.egg.attrs, node.args, strict=True) if v != a[2]}
+        attrs = [helper.make_attribute(k, v) for k, v in spec.egg.from_egg(given).items()]
+        inputs = [self.name_of(k) for k in node.children]
+        while inputs and not inputs[-1]:
+            inputs.pop()
+        name = self.node_name([o for o in outs if o], None)
+        self.nodes.append(Node(spec.op_type, inputs, outs, name=name, attributes=attrs))
 
     def unused_piece(self, piece: tuple[int, int, tuple[int, ...], int]) -> str:
         """The name of a piece no class chose: its original value's when free, else fresh."""
@@ -291,6 +332,10 @@ class _Decoder:
         self.out_classes: dict[int, dict[int, int]] = {}
         self.split_parts: dict[tuple[int, int, tuple[int, ...]], dict[int, int]] = {}
         self.splits_done: set[tuple[int, int, tuple[int, ...]]] = set()
+        self.topk_parts: dict[tuple[int, ...], dict[int, int]] = {}
+        self.topks_done: set[tuple[int, ...]] = set()
+        self.rnn_parts: dict[tuple[object, ...], dict[int, int]] = {}
+        self.rnns_done: set[tuple[object, ...]] = set()
         for cid, node in self.choice.picks.items():
             if node.op == "Out":
                 self.out_classes.setdefault(node.children[0], {})[node.args[0]] = cid
@@ -298,6 +343,12 @@ class _Decoder:
                 axis, sizes, index = node.args
                 key = (node.children[0], axis, tuple(sizes))
                 self.split_parts.setdefault(key, {})[index] = cid
+            elif node.op == "TopKPart" and not node.domain:
+                tkey = (node.children[0], *node.args[:3])
+                self.topk_parts.setdefault(tkey, {})[node.args[3]] = cid
+            elif node.op in RNN_PARTS and not node.domain:
+                rkey = (node.op, tuple(node.children), *node.args[:-1])
+                self.rnn_parts.setdefault(rkey, {})[node.args[-1]] = cid
         self.piece_names: dict[tuple[int, int, tuple[int, ...], int], list[str]] = {}
         for cls in self.snap:  # pieces no class chose keep their original names
             for n in cls.nodes:

@@ -6,9 +6,10 @@ in `Encoded.consts` (equal constants share one leaf, so equal computations on th
 class); an op with a typed constructor whose node fits its signature is typed, every other node
 (unknown, custom-domain, subgraph-bearing, non-fitting attributes, and any argument the typed
 form cannot hold: a non-finite float, a vector entry >= SYM_BASE such as an INT64_MAX Slice end)
-is opaque and written back exactly as it was: a node is never dropped. `take_snapshot` checks
-that every bound value's class has an e-node. Every value's shape and dtype seed the shape
-analysis.
+is opaque and written back exactly as it was: a node is never dropped. A com.microsoft node
+is typed when the model imports that domain and the op is registered there with a signature.
+`take_snapshot` checks that every bound value's class has an e-node. Every value's shape and
+dtype seed the shape analysis.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from onnx import numpy_helper
 
 from rewrite.egraph.literals import literal, q, vec
 from rewrite.egraph.opaque import OpaqueEntry, opaque_entry, opaque_key
-from rewrite.egraph.schema import SYM_BASE, egg_name, program, writable
+from rewrite.egraph.schema import DOMAIN_PREFIX, SYM_BASE, egg_name, program, writable
 from rewrite.onnx_io.graph import Graph, Node, release_pages
 from rewrite.ops.base import UNKNOWN, EggSig, OpCall, OpSpec, TensorType, onnx_dtype
 from rewrite.ops.registry import lookup, second_forms
+from rewrite.ops.rnn import N_OUTPUTS as RNN_OUTPUTS
 from rewrite.ops.split import split_plan
+from rewrite.ops.topk import topk_plan
 
 _SMALL_CONST = 4096  # constants up to this many elements are checked for all-0 / all-1
 
@@ -149,6 +152,10 @@ class _Encoder:
             return
         if n.op_type == "Split" and n.domain in ("", "ai.onnx") and self.split(n):
             return
+        if n.op_type == "TopK" and n.domain in ("", "ai.onnx") and self.topk(n):
+            return
+        if n.op_type in RNN_OUTPUTS and n.domain in ("", "ai.onnx") and self.rnn(n):
+            return
         term = self.typed_term(n)
         for spec in second_forms(n.op_type, n.domain) if term is None else []:
             term = term or self.typed_term(n, spec)  # ReshapeDyn: a computed shape
@@ -175,6 +182,41 @@ class _Encoder:
         self.typed += 1
         return True
 
+    def topk(self, n: Node) -> bool:
+        """A TopK with a constant K: `(TopKPart axis largest k i x)` per output (`ops.topk`);
+        False (opaque) when it has no typed form (`topk_plan`)."""
+        types = [self.g.types.get(i, UNKNOWN) if i else None for i in n.inputs]
+        consts = [self.const_value(i) if i else None for i in n.inputs]
+        call = OpCall("TopK", types, consts, n.attrs, len(n.outputs), self.g.opset)
+        plan = topk_plan(call) if n.inputs and n.inputs[0] and len(n.outputs) == 2 else None
+        if plan is None or not all(n.outputs):
+            return False
+        for i, o in enumerate(n.outputs):
+            term = f"(TopKPart {' '.join(map(str, plan))} {i} {self.ref(n.inputs[0])})"
+            self.seed_type(self.bind(o, term), self.g.types.get(o))
+        self.typed += 1
+        return True
+
+    def rnn(self, n: Node) -> bool:
+        """An LSTM, GRU or RNN: `(<op>Part attrs... i inputs...)` per named output i
+        (`ops.rnn`); False (opaque) when the node does not fit the typed form."""
+        terms = []
+        for i, o in enumerate(n.outputs):
+            if not o:
+                continue
+            attrs = [*n.attributes, onnx.helper.make_attribute("index", i)]
+            part = Node(f"{n.op_type}Part", list(n.inputs), [o], domain=n.domain, attributes=attrs)
+            term = self.typed_term(part)
+            if term is None:
+                return False
+            terms.append((o, term))
+        if not terms:
+            return False
+        for o, term in terms:
+            self.seed_type(self.bind(o, term), self.g.types.get(o))
+        self.typed += 1
+        return True
+
     def constant(self, n: Node) -> bool:
         attrs = n.attrs
         if "value" not in attrs and not any(k.startswith("value_") for k in attrs):
@@ -197,9 +239,12 @@ class _Encoder:
     def typed_term(self, n: Node, form: OpSpec | None = None) -> str | None:
         """The typed constructor term for `n` (in `form`, a second typed form of its op, when
         given), or None when it does not fit the signature."""
-        if n.domain not in ("", "ai.onnx") or n.has_subgraph:
+        domain = "" if n.domain == "ai.onnx" else n.domain
+        if n.has_subgraph or (domain and domain not in self.g.opsets):
+            return None  # a contrib op is typed where the model imports its domain
+        spec = form or lookup(n.op_type, domain)
+        if spec is not None and spec.domain not in DOMAIN_PREFIX:
             return None
-        spec = form or lookup(n.op_type)
         if spec is None or spec.egg is None:
             return None
         sig = spec.egg

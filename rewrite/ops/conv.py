@@ -1,15 +1,13 @@
-"""Conv and ConvTranspose (1-D, 2-D, 3-D, grouped), plus the sliding-window arithmetic that
-the pooling ops share.
+"""Conv (1-D, 2-D, 3-D, grouped), plus the sliding-window arithmetic that the pooling ops and
+ConvTranspose (`conv_transpose.py`) share.
 
 Contract: Conv(X (N, C, D...), W (M, C/group, k...), [B (M)]) -> Y (N, M, O...) with
 O = floor((D + pad_begin + pad_end - ((k - 1)·dilation + 1)) / stride) + 1 for
 auto_pad NOTSET (explicit pads) and VALID (no pads), and O = ceil(D / stride) for SAME_UPPER /
 SAME_LOWER (the odd pad goes at the end / the beginning). kernel_shape defaults to W's
-spatial dims. ConvTranspose(X (N, C, D...), W (C, M/group, k...), [B]) -> (N, M, O...) with
-O = stride·(D - 1) + output_padding + (k - 1)·dilation + 1 - pad_begin - pad_end, or
-`output_shape` / D·stride (SAME) with the pads derived as ONNX Runtime derives them.
+spatial dims.
 
-Typed form (Conv only): `(Conv auto_pad dilations group kernel_shape pads strides X W B)` with
+Typed form: `(Conv auto_pad dilations group kernel_shape pads strides X W B)` with
 B `(Absent)` when omitted. An empty vector attribute stands for the attribute left out (its
 ONNX default: kernel_shape from W, pads zeros, strides and dilations ones): it decodes to a
 node without it. The Z3 semantics are the sums of products over the zero-padded X, in the
@@ -279,84 +277,6 @@ def _conv_flops(call: OpCall, outputs: list[TensorType]) -> float:
     return 2.0 * y * math.prod(ws[1:]) + (y if call.has_input(2) else 0)  # type: ignore[arg-type]
 
 
-def _transpose_out(call: OpCall, w: Window, i: int, d: Dim) -> Dim:
-    s, ek = w.strides[i], w.extent(i)
-    if w.auto_pad.startswith("SAME"):
-        return d * s if isinstance(d, int) else (d if s == 1 else None)
-    op = (call.attr("output_padding") or [0] * len(w.strides))[i]
-    if ek is None or not isinstance(d, int):
-        return None
-    o = s * (d - 1) + op + ek - sum(w.pads[i])
-    if o < 1:
-        raise fail(call, f"output length {o} < 1 on axis {i}")
-    return o
-
-
-def _transpose_geometry(call: OpCall, n: int, xs: Shape) -> tuple[Window, tuple[Dim, ...]]:
-    w = window(call, n, _kernel(call, n))
-    given = call.attr("output_shape")
-    if given is not None:
-        return w, tuple(int(v) for v in list(given)[-n:])
-    return w, tuple(_transpose_out(call, w, i, d) for i, d in enumerate(xs[2:]))
-
-
-def _conv_transpose_infer(call: OpCall) -> list[TensorType]:
-    """Y: (N, W[1]·group, O...) in X's dtype."""
-    dtype, n, xs, ws, group = _operands(call)
-    if n is None:
-        return [TensorType(dtype, None)]
-    _check_channels(call, xs[1], ws[0], xs[1], 1)  # W is (C, M/group, k...)
-    _check_channels(call, None, None, xs[1], group)
-    m = ws[1] * group if isinstance(ws[1], int) else None
-    _, spatial = _transpose_geometry(call, n, xs)
-    return [TensorType(dtype, (xs[0], m, *spatial))]
-
-
-def _conv_transpose_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    x, wt = arrays[0], arrays[1]
-    assert x is not None and wt is not None
-    b = arrays[2] if len(arrays) > 2 else None
-    n, g = x.ndim - 2, int(call.attr("group", 1))
-    w, out = _transpose_geometry(call, n, x.shape)
-    out_sp = tuple(int(o) for o in out)  # type: ignore[arg-type]
-    op = call.attr("output_padding") or [0] * n
-    full = [
-        s * (d - 1) + op[i] + (w.extent(i) or 1)
-        for i, (s, d) in enumerate(zip(w.strides, x.shape[2:], strict=True))
-    ]
-    begins = []
-    for i in range(n):
-        total = max(0, full[i] - out_sp[i])
-        if call.attr("output_shape") is None and w.auto_pad in ("NOTSET", "VALID"):
-            begins.append(w.pads[i][0])
-        elif w.auto_pad == "SAME_UPPER":  # the odd pad goes at the end (ORT)
-            begins.append(total // 2)
-        else:  # SAME_LOWER and explicit output_shape: the odd pad goes first (ORT)
-            begins.append(total - total // 2)
-    N, C, Mg = x.shape[0], x.shape[1], wt.shape[1]
-    xg = x.astype(np.float64).reshape(N, g, C // g, *x.shape[2:])
-    wg = wt.astype(np.float64).reshape(g, C // g, Mg, *wt.shape[2:])
-    buf = np.zeros(
-        (N, g, Mg, *[max(f, bgn + o) for f, bgn, o in zip(full, begins, out_sp, strict=True)])
-    )
-    in_window = Window(w.kernel, w.strides, w.dilations, w.pads, "NOTSET")
-    for kidx, sl in taps(in_window, x.shape[2:]):
-        buf[trailing(sl)] += np.einsum("ngc...,gcm->ngm...", xg, wg[trailing(kidx)])
-    crop = tuple(slice(bgn, bgn + o) for bgn, o in zip(begins, out_sp, strict=True))
-    y = buf[trailing(crop)].reshape(N, g * Mg, *out_sp)
-    if b is not None:
-        y = y + b.reshape(g * Mg, *([1] * n))
-    return [y.astype(x.dtype)]
-
-
-def _conv_transpose_flops(call: OpCall, outputs: list[TensorType]) -> float:
-    """2·N·C·D...·(M/group)·k...: every input element meets every kernel tap."""
-    x, ws = call.input(0).numel, call.input(1).shape
-    if x is None or ws is None or not all(isinstance(d, int) for d in ws[1:]):
-        return 0.0
-    return 2.0 * x * math.prod(ws[1:])  # type: ignore[arg-type]
-
-
 register(
     OpSpec(
         "Conv",
@@ -380,4 +300,3 @@ register(
         doc="Conv(X, W, B?): sums of products over sliding windows of the padded X.",
     )
 )
-register(OpSpec("ConvTranspose", _conv_transpose_infer, _conv_transpose_ref, _conv_transpose_flops))

@@ -107,13 +107,6 @@ def _pow(a: Array, b: Array) -> Array:
     return out
 
 
-def _bitshift_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    a, b = arrays[0], arrays[1]
-    assert a is not None and b is not None
-    fn = np.left_shift if call.attr("direction") == "LEFT" else np.right_shift
-    return [fn(a, b.astype(a.dtype)).astype(a.dtype, copy=False)]
-
-
 def _variadic(fn: ArrayFn) -> ReferenceFn:
     def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
         xs = [a for a in arrays if a is not None]
@@ -187,7 +180,6 @@ register(
         doc="Mod(a, b) = a - b·floor(a/b) (fmod=0) or a - b·trunc(a/b) (fmod=1)",
     )
 )
-register(OpSpec("BitShift", _arith_infer, _bitshift_ref, elementwise_flops))
 _VARIADIC: tuple[tuple[str, ArrayFn], ...] = (
     ("Min", np.minimum),
     ("Max", np.maximum),

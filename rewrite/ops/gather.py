@@ -14,8 +14,11 @@ Typed form: `Gather(axis, data, indices)`, indices int64 or int32 (`input_dtypes
 semantics selects with an `If` chain over the index value (index k or k - d picks slice k);
 an index outside [-d, d) is undefined (`_z3.require`: ORT fails the run).
 `GatherND(batch_dims, data, indices)`, indices int64: each index tuple selects with nested
-`If` chains, one per indexed dim, under the same range requirement. GatherElements stays
-opaque.
+`If` chains, one per indexed dim, under the same range requirement.
+`GatherElements(axis, data, indices)`, indices int64 or int32: out[p] selects among data's
+elements on p's line along `axis` with the same `If` chain and range requirement (ORT 1.32's
+CPU kernel fails the run on an index outside [-d, d)); data's other dims must be at least
+indices' (ONNX: the same rank, indices' dims no larger).
 """
 
 from __future__ import annotations
@@ -161,7 +164,24 @@ def ref_gather_elements(call: OpCall, arrays: list[np.ndarray | None]) -> list[n
     axis = norm_axis(call, call.attr("axis", 0), data.ndim)
     i = idx.astype(np.int64)
     i = np.where(i < 0, i + data.shape[axis], i)
-    return [np.take_along_axis(data, i, axis=axis)]
+    window = tuple(slice(None) if a == axis else slice(n) for a, n in enumerate(idx.shape))
+    return [np.take_along_axis(data[window], i, axis=axis)]
+
+
+def z3_gather_elements(call: OpCall, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
+    """out[p] = data[p with p[axis] := k] where indices[p] is k or k - d (d: data's axis dim);
+    undefined (`require`) unless -d <= indices[p] < d."""
+    data, idx = arrays[0], arrays[1]
+    assert data is not None and idx is not None
+    infer_gather_elements(call)
+    axis = norm_axis(call, call.attr("axis", 0), data.ndim)
+    if any(i > d for a, (i, d) in enumerate(zip(idx.shape, data.shape, strict=True)) if a != axis):
+        raise fail(call, "indices' dims must not exceed data's off the axis")
+    out = np.empty(idx.shape, dtype=object)
+    for p in np.ndindex(*idx.shape):
+        line = [data[(*p[:axis], k, *p[axis + 1 :])] for k in range(data.shape[axis])]
+        out[p] = _select(call, idx[p], line)
+    return [out]
 
 
 def gather_bytes(call: OpCall, outputs: list[TensorType]) -> float:
@@ -205,6 +225,9 @@ GATHER_ELEMENTS = register(
         reference=ref_gather_elements,
         flops=no_flops,
         bytes=gather_bytes,
+        egg=EggSig(attrs=(("axis", "i64", 0),), n_inputs=2),
+        z3=z3_gather_elements,
+        input_dtypes=(None, (TensorProto.INT64, TensorProto.INT32)),
         doc="GatherElements(data, indices, axis): numpy take_along_axis.",
     )
 )

@@ -1,5 +1,5 @@
 """Normalizations: LayerNormalization, BatchNormalization (inference), InstanceNormalization,
-and Softmax / LogSoftmax / Hardmax.
+and Softmax / LogSoftmax (Hardmax: `hardmax.py`).
 
 Contract: LayerNormalization(X, Scale[, B]) normalizes over axes [axis, rank) (axis = -1):
 Y = (X - mean) / sqrt(var + epsilon) · Scale + B; optional outputs Mean and InvStdDev have
@@ -186,14 +186,6 @@ def _log_softmax(x: Array, axis: int) -> Array:
     return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
 
 
-def _hardmax(x: Array, axis: int) -> Array:
-    """1 at the first maximum along axis, 0 elsewhere."""
-    first = np.expand_dims(x.argmax(axis=axis), axis)
-    out = np.zeros_like(x)
-    np.put_along_axis(out, first, 1.0, axis=axis)
-    return out
-
-
 def _max_along(x: Array, axis: int) -> Array:
     """max over `axis` (kept, size 1) of a Z3 term array: the first greatest, as a loop does."""
     moved = np.moveaxis(x, axis, -1)
@@ -369,4 +361,3 @@ register(
         z3=_z3_log_softmax,
     )
 )
-register(OpSpec("Hardmax", _softmax_infer, _along_axis(_hardmax), per_element(2)))

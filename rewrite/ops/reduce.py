@@ -4,7 +4,8 @@ Contract: Reduce*(X[, axes]) reduces X over `axes` (negative counts from the end
 them as size-1 dims when keepdims=1 (the default). The axes are an attribute before opset 18
 (before 13 for ReduceSum) and an optional INT64 input after; either form is accepted at any
 opset. No axes (absent or empty) reduces every axis, or, with noop_with_empty_axes=1, returns
-X unchanged (ReduceSumSquare: X·X, as ORT computes it). The result keeps X's dtype.
+X with each element reduced alone, as ORT computes it (X for Sum/Mean/Max/Min/Prod; X·X,
+|X|, sqrt(X·X), log X, LogSumExp of one element). The result keeps X's dtype.
 ArgMax / ArgMin(X) give the INT64 index of the first (or, with select_last_index=1, last)
 extremum along `axis` (default 0).
 
@@ -22,7 +23,12 @@ saturated), for float, double, float16, int32 and int64.
 semantics and reference pick as ORT 1.32's kernels do (`_reduce_extrema`: m(a, b) = a < b ?
 b : a over the same paths, so which NaN or signed zero survives is ORT's), exact for float,
 float16, int32 and int64 (double: except the KRK path's NaN/±0 choice).
-ReduceProd/L1/L2/LogSum/LogSumExp stay opaque: not checked against ORT.
+`(ReduceL1 axes keepdims X)` (and ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceProd) have
+the same form too; their Z3 semantics and reference compute as ORT 1.32's kernels do
+(`_reduce_norms`: Eigen's tree when every axis is reduced, else the generic row-major loop;
+LogSumExp's max and -inf/inf cases as ORT; float16 in float32; integers through float64,
+saturated), with a float's exp and log uninterpreted (the reference calls the C library's,
+as ORT does).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import numpy as np
 from onnx import TensorProto
 
 from rewrite.ops._reduce_extrema import extremum, extremum_reference
+from rewrite.ops._reduce_norms import NORMS, check_norm_dtype, norm_reference, norm_terms
 from rewrite.ops._reduce_sum_z3 import (
     check_dtype,
     float_reference,
@@ -123,6 +130,8 @@ def _reducer(name: str, fn: Reducer) -> ReferenceFn:
             y = float_reference(name, x, norm)
         elif name in EXTREMA and x.dtype in _EXTREMA_DTYPES and norm is not None:
             y = extremum_reference(name == "ReduceMax", x, norm)
+        elif name in NORMS and x.dtype in _EXTREMA_DTYPES:
+            y = norm_reference(name, x, norm)
         elif norm is None:
             return [x * x if name == "ReduceSumSquare" else x.copy()]
         else:
@@ -166,6 +175,23 @@ def _z3_extremum(name: str) -> Callable[[OpCall, list[Array | None]], list[Array
             return [np.asarray(x, dtype=object)]
         y = extremum(name == "ReduceMax", np.asarray(x, dtype=object), dtype, norm)
         if not call.attr("keepdims", 1):
+            y = np.squeeze(y, axis=norm)
+        return [np.asarray(y, dtype=object)]
+
+    return semantics
+
+
+def _z3_norm(name: str) -> Callable[[OpCall, list[Array | None]], list[Array]]:
+    def semantics(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        """What ORT's kernel computes, in its order (`_reduce_norms`)."""
+        dtype = check_norm_dtype(call)
+        x = arrays[0]
+        assert x is not None
+        if 0 in x.shape:
+            raise fail(call, "X is empty")
+        norm = resolve_axes(call, x.ndim, arrays[1] if len(arrays) > 1 else None)
+        y = norm_terms(name, np.asarray(x, dtype=object), dtype, norm)
+        if norm is not None and not call.attr("keepdims", 1):
             y = np.squeeze(y, axis=norm)
         return [np.asarray(y, dtype=object)]
 
@@ -282,8 +308,10 @@ _SIGS = {
     ),
 }
 _SIGS["ReduceSumSquare"] = _SIGS["ReduceMax"] = _SIGS["ReduceMin"] = _SIGS["ReduceMean"]
+_SIGS |= {name: _SIGS["ReduceMean"] for name in NORMS}
+_Z3 = {name: _z3_extremum for name in EXTREMA} | {name: _z3_norm for name in NORMS}
 for _name, (_fn, _k) in _REDUCERS.items():
-    typed = _name in TYPED or _name in EXTREMA
+    typed = _name in TYPED or _name in EXTREMA or _name in NORMS
     register(
         OpSpec(
             _name,
@@ -291,7 +319,7 @@ for _name, (_fn, _k) in _REDUCERS.items():
             _reducer(_name, _fn),
             _per_input_element(_k),
             egg=_SIGS.get(_name),
-            z3=(_z3_extremum if _name in EXTREMA else _z3_reduce)(_name) if typed else None,
+            z3=_Z3.get(_name, _z3_reduce)(_name) if typed else None,
             attr_values=_axes_values if typed else None,
         )
     )

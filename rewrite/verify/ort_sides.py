@@ -17,6 +17,7 @@ from onnx import helper
 
 from rewrite.ops.registry import opset_for
 from rewrite.ops.split import split_part_node
+from rewrite.ops.topk import part_outputs, topk_node
 from rewrite.rules.language import Absent, App, Term, Var, subterms
 from rewrite.rules.scalars import is_scalar_term
 from rewrite.verify.cases import Case
@@ -72,6 +73,12 @@ def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) 
             node, sizes = split_part_node(ins[0], out, call.attrs, f"const{len(inits)}")
             nodes.append(node)
             inits.append(sizes)
+        elif spec.name == "TopKPart" and not spec.domain:  # one output of an ONNX TopK
+            outs = part_outputs(out, int(call.attrs["index"]))
+            node, k = topk_node(ins[0], outs, dict(call.attrs), f"const{len(inits)}", 17)
+            assert k is not None  # K is an input at opset 17
+            nodes.append(node)
+            inits.append(k)
         else:
             nodes.append(helper.make_node(spec.op_type, ins, [out], domain=t.domain, **attrs))
         names[t] = out

@@ -1,14 +1,18 @@
 """The self-test of typed ops whose output shape depends on input values (ReshapeDyn,
-ExpandDyn, SliceDyn, Range).
+ExpandDyn, SliceDyn, Range, Resize).
 
 `verify.selftest` takes its cases from the sampling bound, which fixes every shape from the
 input types: an op whose output shape is a function of an operand's values has no case there.
-These ops are checked on the cases their module lists (`ops.dynamic.SELF_TEST_VALUES`): the
-shape operands as given, the data input drawn (`specials.draw_rounds`: normal and special
-values, float32 and int64). Each input set runs in ORT as a one-node model (the op written as
-its ONNX op, `OpSpec.op_type`), and the op's numpy reference and its Z3 semantics (IEEE
-arithmetic, every input a numeral, `z3.simplify`) must give what ORT gives, exactly (an input
-set ORT refuses is not a case).
+These ops are checked on the cases their modules list (`ops.dynamic.SELF_TEST_VALUES`,
+`ops.resize.SELF_TEST_VALUES`): the shape operands as given, the data input drawn
+(`specials.draw_rounds`: normal and special values, float32 and int64). Each input set runs
+in ORT as a one-node model (the op written as its ONNX op, `OpSpec.op_type`), and the op's
+numpy reference and its Z3 semantics (IEEE arithmetic, every input a numeral,
+`z3.simplify`) must give what ORT gives, exactly (an input
+set ORT refuses is not a case). LSTM, GRU and RNN (`ops.rnn.SELF_TEST_VALUES`: their inputs'
+shapes must agree, which independent shapes never do) are listed here too, output Y; an
+uninterpreted function applied to a numeral (LSTM's tanh) is replaced by its concrete value
+rounded to the sort (`_concrete_ufs`).
 """
 
 from __future__ import annotations
@@ -21,16 +25,21 @@ import z3  # type: ignore[import-untyped]  # ships no type hints
 from onnx import helper
 
 from rewrite.ops import _z3
+from rewrite.ops._z3 import UFS
 from rewrite.ops.base import OpCall, OpSpec, TensorType, onnx_dtype
-from rewrite.ops.dynamic import SELF_TEST_VALUES
+from rewrite.ops.dynamic import SELF_TEST_VALUES as DYNAMIC_VALUES
 from rewrite.ops.registry import opset_for
+from rewrite.ops.resize import SELF_TEST_VALUES as RESIZE_VALUES
+from rewrite.ops.rnn import SELF_TEST_VALUES as RNN_VALUES
 from rewrite.verify.ort_sides import run_ort
 from rewrite.verify.refute import EXACT_CLAIM, violation
-from rewrite.verify.semantics import number
+from rewrite.verify.selftest_listed import check_listed, listed
+from rewrite.verify.semantics import number, uf_applications
 from rewrite.verify.specials import draw_rounds
 
 Array = np.ndarray
 DATA_DTYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64)
+SELF_TEST_VALUES = {**DYNAMIC_VALUES, **RESIZE_VALUES, **RNN_VALUES}
 
 
 class Row(Protocol):
@@ -44,11 +53,14 @@ class Row(Protocol):
 
 def value_shaped(spec: OpSpec) -> bool:
     """Whether the op is self-tested here (its output shape depends on input values)."""
-    return not spec.domain and spec.name in SELF_TEST_VALUES
+    return (not spec.domain and spec.name in SELF_TEST_VALUES) or listed(spec)
 
 
 def check_value_shaped(spec: OpSpec, row: Row, rounds: int, seed: int) -> None:
     """Every listed case of `spec`, `rounds` data input sets each, into `row`."""
+    if listed(spec):  # contrib ops whose inputs' shapes must agree: `selftest_listed`
+        check_listed(spec, row)
+        return
     rng = np.random.default_rng(seed)
     for attrs, data_shape, given in SELF_TEST_VALUES[spec.name]:
         if data_shape is None:
@@ -124,8 +136,23 @@ def _semantics(spec: OpSpec, call: OpCall, arrays: list[Array | None]) -> Array:
     dtype = int(spec.infer(call)[0].dtype)
     res = np.empty(out.shape, dtype=object)
     for idx in np.ndindex(*out.shape):
-        res[idx] = number(z3.simplify(out[idx]), dtype)
+        res[idx] = number(_concrete_ufs(out[idx]), dtype)
     return res
+
+
+def _concrete_ufs(term: Any) -> Any:
+    """`term` simplified, every uninterpreted function applied to a numeral replaced by its
+    concrete value rounded to the sort (tanh in LSTM), until none is left."""
+    term = z3.simplify(term)
+    while z3.is_expr(term):
+        apps = [a for a in uf_applications([term]) if z3.is_fp_value(a.arg(0))]
+        if not apps:
+            return term
+        subs = [
+            (a, z3.FPVal(UFS[a.decl().name()].concrete(number(a.arg(0))), a.sort())) for a in apps
+        ]
+        term = z3.simplify(z3.substitute(term, *subs))
+    return term
 
 
 def _numerals(a: Array) -> Array:

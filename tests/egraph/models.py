@@ -100,10 +100,11 @@ def split_one_unused() -> onnx.ModelProto:
 
 
 def topk_one_unused() -> onnx.ModelProto:
-    """TopK (an opaque multi-output op: no typed form); its indices are read by nothing."""
+    """TopK with sorted=0 (an opaque multi-output op: no typed form); its indices are read
+    by nothing."""
     return model(
         [
-            h.make_node("TopK", ["x", "k"], ["v", "i"], name="topk", axis=1),
+            h.make_node("TopK", ["x", "k"], ["v", "i"], name="topk", axis=1, sorted=0),
             h.make_node("Add", ["v", "v"], ["y"], name="add"),
         ],
         [vi("x", [2, 6])],
@@ -137,7 +138,7 @@ def if_outer_scope() -> onnx.ModelProto:
 
 
 def ms_contrib() -> onnx.ModelProto:
-    """com.microsoft FusedMatMul (alpha, transB) then Gelu: ops ORT knows, opaque to us."""
+    """com.microsoft FusedMatMul (alpha, transB) then Gelu: contrib ops we type."""
     return model(
         [
             h.make_node(

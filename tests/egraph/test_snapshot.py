@@ -147,7 +147,7 @@ def test_multi_output_and_opaque_nodes(tmp_path: Path) -> None:
         assert (out.op, out.args, out.children) == ("Out", (i,), (n_class.id,))
         assert snap.classes[by_name[name]].type == TensorType(dtype, (2, 2))
     info = snap.opaque[topk.args[0]]
-    assert (info.n_inputs, info.n_outputs, info.attrs) == (2, 2, {"axis": 1})
+    assert (info.n_inputs, info.n_outputs, info.attrs) == (2, 2, {"axis": 1, "sorted": 0})
     assert set(snap.opaque) == set(enc.opaque)
 
 

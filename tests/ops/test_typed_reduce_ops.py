@@ -110,13 +110,9 @@ def test_the_reference_scans_as_ort_does(node: onnx.NodeProto) -> None:
     ],
     ids=lambda v: v.op_type if isinstance(v, onnx.NodeProto) else str(v),
 )
-def test_the_ops_left_opaque_stay_opaque(node: onnx.NodeProto, opset: int, tmp_path: Path) -> None:
-    """ORT's float kernels reduce in a vectorized order (Eigen / MLAS 4-lane packets, whose
-    grouping depends on the shape and the kernel path) that only ReduceSum, ReduceMean,
-    ReduceSumSquare (tests/ops/test_typed_reduce_sum.py), ReduceMax / ReduceMin
-    (test_typed_reduce_extrema.py), GlobalAveragePool and MaxPool
-    (tests/ops/test_typed_pool.py), GlobalMaxPool and LRN (test_typed_lrn_global_max.py) model
-    so far."""
+def test_the_norm_reductions_are_typed(node: onnx.NodeProto, opset: int, tmp_path: Path) -> None:
+    """ReduceL1, ReduceL2 and ReduceProd (and ReduceLogSum, ReduceLogSumExp) are typed, with
+    ORT's order and paths (tests/ops/test_typed_reduce_norms.py), a symbolic dim included."""
     path = tmp_path / "in.onnx"
     onnx.save(_model([node], opset), path)
-    assert encode(load(path)).opaque_nodes == 1
+    assert encode(load(path)).opaque_nodes == 0

@@ -22,6 +22,7 @@ from rewrite.ops._z3 import UFS, is_int
 from rewrite.ops.base import TensorType
 from rewrite.ops.registry import all_specs, lookup, opset_for
 from rewrite.ops.split import split_part_node
+from rewrite.ops.topk import part_outputs, topk_node
 from rewrite.verify.evaluate import make_call, params
 from rewrite.verify.sample import run_ort
 from rewrite.verify.semantics import environment, interpret, interpret_array, symbols
@@ -128,10 +129,62 @@ CASES = [
     OpCase("FastGelu", ((2, 3),), domain=MS),
     OpCase("BiasGelu", ((2, 3), (3,)), domain=MS),
     OpCase(
+        "SkipLayerNormalization",
+        ((2, 4), (2, 4), (4,), (4,), (4,)),
+        values={"epsilon": 1e-5},
+        domain=MS,
+    ),
+    OpCase(
+        "FusedConv",
+        ((1, 2, 4, 4), (3, 2, 3, 3), (3,), (1, 3, 2, 2)),
+        values={"activation": "LeakyRelu", "alpha": 0.1},
+        domain=MS,
+    ),
+    OpCase(
+        "FusedConv",
+        ((1, 2, 5), (2, 2, 2), (2,), (1, 2, 3)),
+        values={"activation": "Clip", "alpha": -0.5, "beta": 0.5, "pads": (1, 0), "strides": (2,)},
+        domain=MS,
+    ),
+    OpCase(
+        "SkipSimplifiedLayerNormalization",
+        ((2, 3, 4), (3, 4), (4,), (4,)),
+        values={"epsilon": 1e-12},
+        domain=MS,
+    ),
+    OpCase(
         "FusedMatMul",
         ((3, 2), (3, 4)),
         values={"alpha": 0.5, "transA": 1, "transB": 0},
         domain=MS,
+    ),
+    OpCase(
+        "MultiHeadAttention", ((1, 2, 4), (1, 3, 4), (1, 3, 4)), values={"num_heads": 2}, domain=MS
+    ),
+    OpCase(
+        "MultiHeadAttention",
+        ((1, 2, 4), (1, 3, 4), (1, 3, 2), (10,), (1, 3)),
+        values={"num_heads": 2, "scale": 0.5},
+        domain=MS,
+        dtypes=(F, F, F, F, T.INT32),
+        given={4: [[1, 0, 1]]},
+    ),
+    OpCase("Attention", ((1, 2, 3), (3, 6), (6,)), values={"num_heads": 1}, domain=MS),
+    OpCase(
+        "Attention",
+        ((2, 2, 3), (3, 12), (12,), (2,)),
+        values={"num_heads": 2},
+        domain=MS,
+        dtypes=(F, F, F, T.INT32),
+        given={3: [1, 2]},
+    ),
+    OpCase(
+        "MatMulNBits",
+        ((2, 16), (3, 1, 8), (3,)),
+        values={"K": 16, "N": 3, "bits": 4, "block_size": 16},
+        domain=MS,
+        dtypes=(F, T.UINT8, F),
+        given={1: (np.arange(24).reshape(3, 1, 8) * 37 % 256).tolist()},
     ),
     OpCase("Abs", ((2, 3),)),
     OpCase("Abs", ((2, 3),), I64, data="ints"),
@@ -177,9 +230,79 @@ CASES = [
     OpCase("Gather", ((2, 8), (2, 2)), I64, {"axis": -1}, data="ints"),
     OpCase("GatherND", ((8, 8, 2), (3, 2)), I64, data="ints"),
     OpCase("GatherND", ((2, 8, 3), (2, 4, 1)), I64, {"batch_dims": 1}, data="ints"),
+    OpCase("GatherElements", ((8, 3), (2, 3)), I64, {"axis": 0}, data="ints"),
+    OpCase(
+        "GatherElements",
+        ((2, 8), (2, 5)),
+        values={"axis": -1},
+        dtypes=(F, I64),
+        given={1: [[0, -1, 7, 3, -8], [2, 2, -3, 5, 1]]},
+    ),
+    OpCase("TopKPart", ((2, 5),), values={"axis": -1, "largest": 1, "k": 3, "index": 0}),
+    OpCase("TopKPart", ((4, 3),), values={"axis": 0, "largest": 0, "k": 2, "index": 1}),
+    OpCase("TopKPart", ((3, 4),), I64, {"axis": 1, "largest": 1, "k": 4, "index": 1}, data="ints"),
+    OpCase("LSTMPart", ((2, 2, 3), (1, 8, 3), (1, 8, 2), (1, 16)), values={"hidden_size": 2}),
+    OpCase(
+        "LSTMPart",
+        ((2, 1, 2), (2, 8, 2), (2, 8, 2)),
+        values={"hidden_size": 2, "direction": "bidirectional", "clip": 0.75},
+    ),
+    OpCase("GRUPart", ((2, 2, 3), (1, 6, 3), (1, 6, 2), (1, 12)), values={"hidden_size": 2}),
+    OpCase(
+        "GRUPart",
+        ((2, 1, 2), (1, 6, 2), (1, 6, 2), (1, 12)),
+        values={"hidden_size": 2, "direction": "reverse", "linear_before_reset": 1},
+    ),
+    OpCase("RNNPart", ((3, 2, 3), (1, 2, 3), (1, 2, 2), (1, 4)), values={"hidden_size": 2}),
+    OpCase("DepthToSpace", ((1, 8, 2, 3),), values={"blocksize": 2, "mode": "DCR"}),
+    OpCase("DepthToSpace", ((2, 4, 3, 1),), values={"blocksize": 2, "mode": "CRD"}),
+    OpCase("SpaceToDepth", ((1, 2, 4, 6),), values={"blocksize": 2}),
+    OpCase("ReverseSequence", ((4, 3), (3,)), dtypes=(F, I64), given={1: (1, 4, 0)}),
+    OpCase(
+        "ReverseSequence",
+        ((2, 3, 2), (2,)),
+        dtypes=(F, I64),
+        values={"batch_axis": 0, "time_axis": 1},
+        given={1: (2, 3)},
+    ),
+    OpCase("Hardmax", ((2, 5),), values={"axis": -1}),
+    OpCase("Hardmax", ((3, 4, 2),), values={"axis": 1}),
+    OpCase(
+        "BitShift",
+        ((2, 3), (3,)),
+        T.UINT8,
+        {"direction": "LEFT"},
+        given={0: [[1, 2, 3], [0, 7, 5]], 1: (1, 3, 9)},
+    ),
+    OpCase(
+        "BitShift",
+        ((2, 3), (2, 1)),
+        T.UINT32,
+        {"direction": "RIGHT"},
+        data="ints",
+        given={1: [[2], [31]]},
+    ),
     OpCase("Tile", ((2, 3),), values={"repeats": (2, 1)}),
     OpCase("Conv", ((1, 2, 4, 4), (3, 2, 3, 3), (3,))),
     OpCase("Conv", ((1, 2, 5), (2, 2, 2)), values={"pads": (1, 0), "strides": (2,)}),
+    OpCase("ConvTranspose", ((1, 2, 3, 3), (2, 3, 2, 2), (3,)), values={"strides": (2, 1)}),
+    OpCase(
+        "ConvTranspose",
+        ((1, 2, 4), (2, 1, 3)),
+        values={"group": 2, "strides": (2,), "output_shape": (10,)},
+    ),
+    OpCase(
+        "Resize",
+        ((1, 1, 2, 3), (0,), (4,)),
+        values={"coordinate_transformation_mode": "asymmetric"},
+        given={1: [], 2: (1, 1, 2, 1.5)},
+    ),
+    OpCase(
+        "Resize",
+        ((1, 1, 3, 2), (0,), (4,)),
+        values={"mode": "linear"},
+        given={1: [], 2: (1, 1, 1.5, 2.5)},
+    ),
     OpCase("Gemm", ((2, 3), (4, 3), (4,)), values={"transB": 1, "alpha": 0.5}),
     OpCase("BatchNormalization", ((2, 3, 4), (3,), (3,), (3,), (3,)), data="positive"),
     OpCase("Pad", ((2, 3),), values={"pads": (1, 0, 0, 2), "mode": "constant"}),
@@ -216,6 +339,12 @@ CASES = [
     OpCase("ReduceSumSquare", ((2, 3),), T.INT32, data="ints"),
     OpCase("ReduceMax", ((2, 3, 4),), values={"axes": (1,), "keepdims": 0}),
     OpCase("ReduceMin", ((3, 5),), I64, {"axes": (-1,)}, data="ints"),
+    OpCase("ReduceL1", ((2, 3, 4),), values={"axes": (0, 2), "keepdims": 0}),
+    OpCase("ReduceL2", ((2, 3, 4),), values={"axes": (1,)}),
+    OpCase("ReduceL2", ((2, 3),)),  # all reduced: Eigen's norm()
+    OpCase("ReduceLogSum", ((2, 3, 4),), values={"axes": (-1,)}, data="positive"),
+    OpCase("ReduceLogSumExp", ((2, 3, 4),), values={"axes": (1, 2), "keepdims": 0}),
+    OpCase("ReduceProd", ((2, 3, 4),), values={"axes": (0,)}),
     OpCase("Softplus", ((2, 3),)),
     OpCase("Softsign", ((2, 3),)),
     OpCase("LeakyRelu", ((2, 3),), values={"alpha": 0.2}),
@@ -273,6 +402,10 @@ def _run_ort(case: OpCase, inputs: list[np.ndarray], call: Any, consts: dict[int
     if case.op == "SplitPart":  # one output of an ONNX Split
         node, sizes = split_part_node(names[0], "out", call.attrs, "sizes")
         inits.append(sizes)
+    if case.op == "TopKPart":  # one output of an ONNX TopK
+        outs = part_outputs("out", int(call.attrs["index"]))
+        node, k = topk_node(names[0], outs, dict(call.attrs), "k", 17)
+        inits.append(k)
     graph_inputs = [
         helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
         for n, a in feeds.items()

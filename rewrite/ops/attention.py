@@ -1,0 +1,406 @@
+"""ORT's attention contrib ops (domain com.microsoft): MultiHeadAttention and Attention.
+
+Contract (ORT 1.32's CPU kernels, float32 only; one output, no past/present state):
+MultiHeadAttention(query (B,S,D), key (B,L,D), value (B,L,Dv)[, bias (D+D+Dv),
+key_padding_mask (B,L) int32, attention_bias (B|1, N|1, S, L)]) with N = num_heads heads of
+H = D/N (query/key) and Hv = Dv/N (value): per batch b and head h,
+  scores = scale·(Q_h·K_hᵀ) + (attention_bias + mask)      (B, N, S, L)
+  probs  = softmax(scores) along L, as exp(x - max) / sum(exp(x - max))
+  out_h  = probs·V_h, heads concatenated back to (B, S, Dv),
+where Q/K/V = query/key/value + their slice of `bias`, scale = the `scale` attribute, or
+1/sqrt(H) computed in float32 when it is 0 (the default), and the mask is 0 where
+key_padding_mask > 0 and `mask_filter_value` (default -10000) elsewhere.
+Attention(input (B,S,Din), weights (Din, Dq+Dk+Dv), bias (Dq+Dk+Dv)[, mask_index int32])
+first projects Q/K/V = input·weights + bias (slices of the packed columns; Dq = Dk = Dv = D/3
+unless `qkv_hidden_sizes`), then attends as above; mask_index (B, L) is a key padding mask,
+(B, S, L) a per-query one, (B,) the count of valid keys (keys at index >= it masked). A causal node
+(`unidirectional` = 1) is not typed: its mask on ORT 1.32 did not match the documented
+j > i rule when S != L (measured), so it stays opaque.
+
+Typed forms: `(ms_MultiHeadAttention num_heads scale mask_filter_value
+query key value bias key_padding_mask attention_bias)` (the last three may be `(Absent)`) and
+`(ms_Attention num_heads qkv_hidden_sizes scale mask_filter_value input weights
+bias mask_index)` (mask_index may be `(Absent)`). Nodes with past/present inputs or
+outputs, other attributes (do_rotary, ...) or 4/5-D packed forms stay opaque.
+
+Z3 semantics: the formula above, exact in reals with exp the `EXP` UF (as Softmax's). In floats
+it is not bit-exact and no semantics here states ORT's order: ORT runs Q·Kᵀ as an MLAS SGEMM
+with alpha = scale and beta = 1 over the pre-filled bias + mask (C = alpha·acc + C), MLAS's
+softmax (its own exp, the sum's reciprocal multiplied in), probs·V as another SGEMM; a
+MultiHeadAttention without mask or bias runs MLAS's flash attention instead (an online softmax
+over blocks sized from the L2 cache). The tests bound the difference to ORT (rtol 2e-5).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import z3  # type: ignore[import-untyped]  # ships no type hints
+from onnx import TensorProto
+
+from rewrite.ops._z3 import const, vmap
+from rewrite.ops.base import Dim, EggSig, OpCall, OpSpec, Shape, TensorType, fail
+from rewrite.ops.registry import register
+from rewrite.ops.unary import EXP, TRANSCENDENTAL
+
+MS = "com.microsoft"
+Array = np.ndarray
+F32, I32 = TensorProto.FLOAT, TensorProto.INT32
+
+
+def _agree(call: OpCall, a: Dim, b: Dim, what: str) -> None:
+    if isinstance(a, int) and isinstance(b, int) and a != b:
+        raise fail(call, f"{what}: {a} != {b}")
+
+
+def _rank(call: OpCall, i: int, rank: int, what: str) -> Shape | None:
+    shape = call.input(i).shape
+    if shape is not None and len(shape) != rank:
+        raise fail(call, f"{what} must be {rank}-D (the typed form)")
+    return shape
+
+
+def _heads(call: OpCall, d: Dim, what: str) -> None:
+    n = int(call.attr("num_heads", 0))
+    if n <= 0:
+        raise fail(call, "num_heads must be positive")
+    if isinstance(d, int) and d % n:
+        raise fail(call, f"{what} {d} is not a multiple of num_heads {n}")
+
+
+def _mha_infer(call: OpCall) -> list[TensorType]:
+    """(B, S, Dv) in query's dtype (float32: ORT's only CPU kernel)."""
+    q, k, v = (_rank(call, i, 3, n) for i, n in enumerate(("query", "key", "value")))
+    if call.input(0).dtype not in (0, F32):
+        raise fail(call, "ORT's CPU kernel takes float32 only")
+    if q is None or k is None or v is None:
+        return [TensorType(call.input(0).dtype, None)]
+    for x in (k, v):
+        _agree(call, q[0], x[0], "batch sizes")
+    _agree(call, k[1], v[1], "key/value lengths")
+    _agree(call, q[2], k[2], "query/key hidden sizes")
+    _heads(call, q[2], "hidden size")
+    _heads(call, v[2], "value hidden size")
+    _check_extras(call, q, k, v)
+    return [TensorType(call.input(0).dtype, (q[0], q[1], v[2]))]
+
+
+def _check_extras(call: OpCall, q: Shape, k: Shape, v: Shape) -> None:
+    """bias (D+D+Dv,), key_padding_mask (B, L) int32, attention_bias (B|1, N|1, S, L)."""
+    if call.has_input(3) and (bias := _rank(call, 3, 1, "bias")) is not None:
+        dims = (q[2], k[2], v[2])
+        if all(isinstance(d, int) for d in (*dims, bias[0])):
+            _agree(call, bias[0], sum(dims), "bias length")  # type: ignore[arg-type]
+    _int32_mask(call, 4)
+    if call.has_input(4) and (m := _rank(call, 4, 2, "key_padding_mask")) is not None:
+        _agree(call, m[0], q[0], "mask batch")
+        _agree(call, m[1], k[1], "mask length")
+    if call.has_input(5) and (ab := _rank(call, 5, 4, "attention_bias")) is not None:
+        for got, want, what in ((ab[0], q[0], "batch"), (ab[1], call.attr("num_heads"), "heads")):
+            if got != 1:
+                _agree(call, got, want, f"attention_bias {what}")
+        _agree(call, ab[2], q[1], "attention_bias query length")
+        _agree(call, ab[3], k[1], "attention_bias key length")
+
+
+def _int32_mask(call: OpCall, i: int) -> None:
+    if call.has_input(i) and call.input(i).dtype not in (0, I32):
+        raise fail(call, "the mask must be int32 (the typed form)")
+
+
+def _qkv_sizes(call: OpCall, total: Dim) -> tuple[Dim, Dim, Dim]:
+    sizes = list(call.attr("qkv_hidden_sizes", []) or [])
+    if sizes:
+        if len(sizes) != 3:
+            raise fail(call, "qkv_hidden_sizes must have 3 entries")
+        return int(sizes[0]), int(sizes[1]), int(sizes[2])
+    if not isinstance(total, int):
+        return None, None, None
+    if total % 3:
+        raise fail(call, "weights' columns are not 3 equal parts")
+    return total // 3, total // 3, total // 3
+
+
+def _attention_infer(call: OpCall) -> list[TensorType]:
+    """(B, S, Dv) in input's dtype (float32)."""
+    x, w = _rank(call, 0, 3, "input"), _rank(call, 1, 2, "weights")
+    bias = _rank(call, 2, 1, "bias")
+    if call.input(0).dtype not in (0, F32):
+        raise fail(call, "ORT's CPU kernel takes float32 only")
+    if x is None or w is None:
+        return [TensorType(call.input(0).dtype, None)]
+    _agree(call, x[2], w[0], "input/weights hidden sizes")
+    dq, dk, dv = _qkv_sizes(call, w[1])
+    _agree(call, dq, dk, "query/key hidden sizes")
+    if all(isinstance(d, int) for d in (dq, dk, dv)):
+        _agree(call, w[1], dq + dk + dv, "weights' columns")  # type: ignore[operator]
+        if bias is not None:
+            _agree(call, bias[0], w[1], "bias length")
+    _heads(call, dq, "hidden size")
+    _heads(call, dv, "value hidden size")
+    _int32_mask(call, 3)
+    mask = call.input(3).shape if call.has_input(3) else None
+    if mask is not None:
+        if len(mask) not in (1, 2, 3):
+            raise fail(call, "mask_index must be (B,), (B, L) or (B, S, L) (the typed form)")
+        _agree(call, mask[0], x[0], "mask batch")
+        if len(mask) > 1:
+            _agree(call, mask[-1], x[1], "mask length")
+    return [TensorType(call.input(0).dtype, (x[0], x[1], dv))]
+
+
+# -- the shared computation (numpy on floats, or on Z3 terms) ---------------------------------
+def _scale(call: OpCall, head: int) -> float:
+    """`scale`, or 1/sqrt(H) in float32 (the kernel's `1.0f / sqrt((float)H)`)."""
+    s = float(np.float32(call.attr("scale", 0.0)))
+    return s if s != 0.0 else float(np.float32(1.0) / np.sqrt(np.float32(head)))
+
+
+def _split(x: Array, n: int) -> Array:
+    """(B, S, N·H) -> (B, N, S, H)."""
+    b, s, d = x.shape
+    return x.reshape(b, s, n, d // n).transpose(0, 2, 1, 3)
+
+
+def _masked(call: OpCall, m: int, padding: Array | None, form: str, like: Any) -> Array | None:
+    """The additive mask (B, 1, S|1, L) of the padding mask (None without one): 0 where a key
+    is kept, mask_filter_value (a float32) elsewhere.
+
+    `padding` holds the mask input's elements (numbers or bit-vector terms), `form` its kind
+    (`keys`: (B, L), `rows`: (B, S, L), `lengths`: (B,), keys at index >= it masked); values
+    in the sort of `like` (a float term), or float64 numbers when `like` is not a term."""
+    if int(call.attr("unidirectional", 0)):
+        raise fail(call, "unidirectional = 1 is not in the typed form")
+    if padding is None:
+        return None
+    fill = float(np.float32(call.attr("mask_filter_value", -10000.0)))
+    if form == "lengths":
+        j = np.arange(m)[None, None, :]
+        keep = vmap(lambda n, jj: _gt(n, jj), padding[:, None, None], j)
+    else:
+        keep = vmap(lambda t: _gt(t, 0), padding)
+        keep = keep[:, None, :] if form == "keys" else keep
+    mask = vmap(lambda k: _pick(k, fill, like), keep[:, None])
+    return mask if z3.is_expr(like) else mask.astype(np.float64)
+
+
+def _gt(a: Any, b: Any) -> Any:
+    return a > b if z3.is_expr(a) else bool(a > b)
+
+
+def _pick(keep: Any, fill: float, like: Any) -> Any:
+    """0 where kept, `fill` elsewhere (a Z3 If on a term `keep`)."""
+    if not z3.is_expr(like):
+        return 0.0 if keep else fill
+    if z3.is_expr(keep):
+        return z3.If(keep, const(0.0, like), const(fill, like))
+    return const(0.0 if keep else fill, like)
+
+
+def _attend(call: OpCall, q: Array, k: Array, v: Array, add: Array | None) -> Array:
+    """softmax(scale·Q·Kᵀ + add)·V per head, back to (B, S, Dv)."""
+    n = int(call.attr("num_heads"))
+    qh, kh, vh = _split(q, n), _split(k, n), _split(v, n)
+    scale = _scale(call, qh.shape[-1])
+    scores = np.matmul(qh, kh.transpose(0, 1, 3, 2))
+    scores = vmap(lambda t: t * scale, scores) if q.dtype == object else scores * scale
+    if add is not None:
+        scores = scores + add
+    probs = _softmax(scores)
+    out = np.matmul(probs, vh)  # (B, N, S, Hv)
+    b, _, s, hv = out.shape
+    return out.transpose(0, 2, 1, 3).reshape(b, s, n * hv)
+
+
+def _softmax(x: Array) -> Array:
+    if x.dtype != object:
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    top = np.empty((*x.shape[:-1], 1), dtype=object)
+    for idx in np.ndindex(x.shape[:-1]):
+        row = list(x[idx])
+        best = row[0]
+        for t in row[1:]:
+            best = z3.If(t > best, t, best)
+        top[(*idx, 0)] = best
+    e = vmap(EXP, x - top)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _mha(call: OpCall, arrays: list[Array | None], like: Any) -> Array:
+    q, k, v, bias, padding, attn_bias = (list(arrays) + [None] * 6)[:6]
+    assert q is not None and k is not None and v is not None
+    if bias is not None:
+        d = q.shape[2]
+        q, k, v = q + bias[:d], k + bias[d : 2 * d], v + bias[2 * d :]
+    add = _masked(call, k.shape[1], padding, "keys", like)
+    if attn_bias is not None:
+        add = attn_bias if add is None else attn_bias + add
+    return _attend(call, q, k, v, add)
+
+
+def _attention(call: OpCall, arrays: list[Array | None], like: Any) -> Array:
+    x, w, bias, mask = (list(arrays) + [None] * 4)[:4]
+    assert x is not None and w is not None and bias is not None
+    dq, dk, _ = _qkv_sizes(call, w.shape[1])
+    qkv = np.matmul(x, w) + bias
+    q, k, v = qkv[..., :dq], qkv[..., dq : dq + dk], qkv[..., dq + dk :]  # type: ignore[operator]
+    form = {1: "lengths", 2: "keys", 3: "rows"}[mask.ndim] if mask is not None else ""
+    add = _masked(call, x.shape[1], mask, form, like)
+    return _attend(call, q, k, v, add)
+
+
+def _reference(fn: Any) -> Any:
+    """`fn` in float64 on the float inputs, rounded to float32 once."""
+
+    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        wide = [
+            None if a is None else a.astype(np.float64) if a.dtype.kind == "f" else a
+            for a in arrays
+        ]
+        return [np.asarray(fn(call, wide, None)).astype(arrays[0].dtype)]  # type: ignore[union-attr]
+
+    return reference
+
+
+def _semantics(fn: Any) -> Any:
+    """`fn` over Z3 terms (the module docstring)."""
+
+    def semantics(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        if call.input(0).dtype not in (0, F32):
+            raise fail(call, "defined for float32 only (ORT's CPU kernel)")
+        x = arrays[0]
+        assert x is not None
+        return [np.asarray(fn(call, list(arrays), x.flat[0]), dtype=object)]
+
+    return semantics
+
+
+def _attend_flops(b: Dim, n: Dim, s: Dim, m: Dim, h: Dim, hv: Dim) -> float:
+    dims = (b, n, s, m, h, hv)
+    if not all(isinstance(d, int) for d in dims):
+        return 0.0
+    scores = b * n * s * m  # type: ignore[operator]
+    return float(2 * scores * (h + hv) + (TRANSCENDENTAL + 3) * scores)  # type: ignore[operator]
+
+
+def _mha_flops(call: OpCall, outputs: list[TensorType]) -> float:
+    q, k, v = call.input(0).shape, call.input(1).shape, call.input(2).shape
+    if q is None or k is None or v is None or len(q) != 3 or len(v) != 3:
+        return 0.0
+    n = int(call.attr("num_heads", 1))
+    h = q[2] // n if isinstance(q[2], int) else None
+    hv = v[2] // n if isinstance(v[2], int) else None
+    return _attend_flops(q[0], n, q[1], k[1], h, hv)
+
+
+def _attention_flops(call: OpCall, outputs: list[TensorType]) -> float:
+    x, w = call.input(0).shape, call.input(1).shape
+    if x is None or w is None or len(x) != 3 or not all(isinstance(d, int) for d in (*x, *w)):
+        return 0.0
+    n = int(call.attr("num_heads", 1))
+    dq, _, dv = _qkv_sizes(call, w[1])
+    proj = 2.0 * x[0] * x[1] * w[0] * w[1]  # type: ignore[operator]
+    return proj + _attend_flops(x[0], n, x[1], x[1], dq // n, dv // n)  # type: ignore[operator]
+
+
+def _attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """Proof values: one and two heads (as query's hidden size allows), scale 0 (1/sqrt(H))
+    and 0.5, the default mask_filter_value, qkv_hidden_sizes omitted (equal thirds)."""
+    if name == "num_heads":
+        d = inputs[0].shape[-1] if inputs and inputs[0].shape else None
+        return [1, 2] if isinstance(d, int) and d % 2 == 0 else [1]
+    if name == "scale":
+        return [0.0, 0.5]
+    if name == "mask_filter_value":
+        return [-10000.0]
+    if name == "qkv_hidden_sizes":
+        return [()]
+    return None
+
+
+def _attention_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """As `_attr_values`, with one head (input's hidden size is not the heads')."""
+    return [1] if name == "num_heads" else _attr_values(name, inputs)
+
+
+_COMMON = (("scale", "f64", 0.0), ("mask_filter_value", "f64", -10000.0))
+
+
+def _to_egg(attrs: dict[str, Any]) -> dict[str, Any] | None:
+    """unidirectional = 0 dropped (the default); a causal node (1) stays opaque."""
+    if int(attrs.pop("unidirectional", 0)):
+        return None
+    return attrs
+
+
+def _from_egg(attrs: dict[str, Any]) -> dict[str, Any]:
+    return dict(attrs)
+
+
+MULTI_HEAD_ATTENTION = register(
+    OpSpec(
+        "MultiHeadAttention",
+        _mha_infer,
+        _reference(_mha),
+        _mha_flops,
+        domain=MS,
+        egg=EggSig(
+            attrs=(("num_heads", "i64", None), *_COMMON),
+            n_inputs=6,
+            optional=3,
+            to_egg=_to_egg,
+            from_egg=_from_egg,
+        ),
+        z3=_semantics(_mha),
+        input_dtypes=(None, None, None, None, (I32,), None),
+        attr_values=_attr_values,
+        doc="MultiHeadAttention: softmax(scale·Q·Kᵀ + bias + mask)·V per head",
+    )
+)
+ATTENTION = register(
+    OpSpec(
+        "Attention",
+        _attention_infer,
+        _reference(_attention),
+        _attention_flops,
+        domain=MS,
+        egg=EggSig(
+            attrs=(("num_heads", "i64", None), ("qkv_hidden_sizes", "VecI", ()), *_COMMON),
+            n_inputs=4,
+            optional=1,
+            to_egg=_to_egg,
+            from_egg=_from_egg,
+        ),
+        z3=_semantics(_attention),
+        input_dtypes=(None, None, None, (I32,)),
+        attr_values=_attention_values,
+        doc="Attention: input·weights + bias split into Q, K, V, then MultiHeadAttention",
+    )
+)
+
+
+def _self_test_values() -> list[tuple[dict[str, Any], list[Array | None]]]:
+    """Input sets of every typed form (`verify/selftest_values.py`): the sampling bound draws
+    each input's shape alone, and these ops need their inputs' shapes to agree."""
+    rng = np.random.default_rng(0)
+
+    def f(*shape: int) -> Array:
+        return (rng.standard_normal(shape) * 3).astype(np.float32)
+
+    keys = np.array([[1, 0, 1], [1, 1, 0]], np.int32)
+    q, k, v = f(2, 2, 4), f(2, 3, 4), f(2, 3, 2)
+    x, w, b = f(2, 3, 5), f(5, 12), f(12)
+    return [
+        ({"num_heads": 2}, [q, k, v]),
+        ({"num_heads": 1, "scale": 0.5}, [q, k, v, f(10), keys, f(1, 1, 2, 3)]),
+        ({"num_heads": 2, "mask_filter_value": -30.0}, [q, k, v, None, keys, f(2, 2, 2, 3)]),
+        ({"num_heads": 2}, [x, w, b]),
+        ({"num_heads": 2}, [x, w, b, np.array([2, 3], np.int32)]),
+        ({"num_heads": 1}, [x, w, b, np.array([[1, 0, 1], [0, 1, 1]], np.int32)]),
+    ]
+
+
+_VALUES = _self_test_values()
+SELF_TEST_VALUES = {(MS, "MultiHeadAttention"): _VALUES[:3], (MS, "Attention"): _VALUES[3:]}
