@@ -23,15 +23,13 @@ import onnx
 from egglog import bindings
 from onnx import numpy_helper
 
+from rewrite.egraph.encode_parts import encode_parts
 from rewrite.egraph.literals import literal, q, vec
 from rewrite.egraph.opaque import OpaqueEntry, opaque_entry, opaque_key
 from rewrite.egraph.schema import DOMAIN_PREFIX, SYM_BASE, egg_name, program, writable
 from rewrite.onnx_io.graph import Graph, Node, release_pages
-from rewrite.ops.base import UNKNOWN, EggSig, OpCall, OpSpec, TensorType, onnx_dtype
+from rewrite.ops.base import EggSig, OpSpec, TensorType, onnx_dtype
 from rewrite.ops.registry import lookup, second_forms
-from rewrite.ops.rnn import N_OUTPUTS as RNN_OUTPUTS
-from rewrite.ops.split import split_plan
-from rewrite.ops.topk import topk_plan
 
 _SMALL_CONST = 4096  # constants up to this many elements are checked for all-0 / all-1
 
@@ -150,11 +148,7 @@ class _Encoder:
     def node(self, n: Node) -> None:
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and self.constant(n):
             return
-        if n.op_type == "Split" and n.domain in ("", "ai.onnx") and self.split(n):
-            return
-        if n.op_type == "TopK" and n.domain in ("", "ai.onnx") and self.topk(n):
-            return
-        if n.op_type in RNN_OUTPUTS and n.domain in ("", "ai.onnx") and self.rnn(n):
+        if encode_parts(self, n):  # Split, TopK, LSTM/GRU/RNN: one term per output
             return
         term = self.typed_term(n)
         for spec in second_forms(n.op_type, n.domain) if term is None else []:
@@ -165,57 +159,6 @@ class _Encoder:
             self.seed_type(var, self.g.types.get(n.outputs[0]))
             return
         self.opaque_node(n)
-
-    def split(self, n: Node) -> bool:
-        """A Split whose sizes are static: `(SplitPart axis sizes i x)` per output (the
-        tensat encoding, `ops.split`); False (opaque) when they are not."""
-        types = [self.g.types.get(i, UNKNOWN) if i else None for i in n.inputs]
-        consts = [self.const_value(i) if i else None for i in n.inputs]
-        call = OpCall("Split", types, consts, n.attrs, len(n.outputs), self.g.opset)
-        plan = split_plan(call) if n.inputs and n.inputs[0] and len(n.inputs) <= 2 else None
-        if plan is None or not all(n.outputs):
-            return False
-        axis, sizes = plan
-        for i, o in enumerate(n.outputs):
-            term = f"(SplitPart {axis} {vec(sizes)} {i} {self.ref(n.inputs[0])})"
-            self.seed_type(self.bind(o, term), self.g.types.get(o))
-        self.typed += 1
-        return True
-
-    def topk(self, n: Node) -> bool:
-        """A TopK with a constant K: `(TopKPart axis largest k i x)` per output (`ops.topk`);
-        False (opaque) when it has no typed form (`topk_plan`)."""
-        types = [self.g.types.get(i, UNKNOWN) if i else None for i in n.inputs]
-        consts = [self.const_value(i) if i else None for i in n.inputs]
-        call = OpCall("TopK", types, consts, n.attrs, len(n.outputs), self.g.opset)
-        plan = topk_plan(call) if n.inputs and n.inputs[0] and len(n.outputs) == 2 else None
-        if plan is None or not all(n.outputs):
-            return False
-        for i, o in enumerate(n.outputs):
-            term = f"(TopKPart {' '.join(map(str, plan))} {i} {self.ref(n.inputs[0])})"
-            self.seed_type(self.bind(o, term), self.g.types.get(o))
-        self.typed += 1
-        return True
-
-    def rnn(self, n: Node) -> bool:
-        """An LSTM, GRU or RNN: `(<op>Part attrs... i inputs...)` per named output i
-        (`ops.rnn`); False (opaque) when the node does not fit the typed form."""
-        terms = []
-        for i, o in enumerate(n.outputs):
-            if not o:
-                continue
-            attrs = [*n.attributes, onnx.helper.make_attribute("index", i)]
-            part = Node(f"{n.op_type}Part", list(n.inputs), [o], domain=n.domain, attributes=attrs)
-            term = self.typed_term(part)
-            if term is None:
-                return False
-            terms.append((o, term))
-        if not terms:
-            return False
-        for o, term in terms:
-            self.seed_type(self.bind(o, term), self.g.types.get(o))
-        self.typed += 1
-        return True
 
     def constant(self, n: Node) -> bool:
         attrs = n.attrs

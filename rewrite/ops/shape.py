@@ -15,8 +15,9 @@
 Shape and Size read no data (only the output is written); none of these do FLOPs.
 
 Typed forms: `Shape(start, end, x)` (end's default `END` = INT64_MAX reads as "to the end"),
-`Size(x)`, `ConstantOfShape(input)` (the shape vector) without a `value` attribute (float32
-zeros; a `value` tensor has no typed form yet, so such a node stays opaque), `Expand(shape, x)`
+`Size(x)`, `ConstantOfShape(value, dtype, input)` (the shape vector a constant; `value` the
+one-element tensor as a float and its dtype, float32 0 when absent, `constant_to_egg`; a
+computed shape is `ConstantOfShapeDyn`, `dynamic.py`), `Expand(shape, x)`
 and `Tile(repeats, x)` with constant int vectors (an Expand with a computed shape is
 `ExpandDyn`, `dynamic.py`), `Range(start, limit, delta)` with three scalar tensor operands
 (its output length depends on their values: 1-D of unknown length unless all are constant).

@@ -1,12 +1,16 @@
 """The self-test of typed contrib ops whose inputs' shapes must agree with each other and with
-their attributes (MultiHeadAttention, Attention, MatMulNBits).
+their attributes (MultiHeadAttention, Attention, MatMulNBits, DynamicQuantizeMatMul,
+RotaryEmbedding).
 
 The sampling bound draws each input's shape on its own, so these ops get no case from it; their
 modules list input sets (`SELF_TEST_VALUES`, keyed by (domain, name)). Each set runs in ORT as a
 one-node model (CPU, optimizations off); the op's numpy reference (float64 inputs) and its Z3
 semantics (the real model, exp and the other UFs as their concrete functions:
 `semantics.interpret_array`) must agree with ORT as an `exact` rule's sides must
-(`refute.violation`). An input set ORT refuses is not a case.
+(`refute.violation`). An input set ORT refuses is not a case. An op ORT's CPU EP has no kernel
+for (BiasAdd, BiasSoftmax: CUDA only) runs as its decomposition
+(`ops.contrib_cuda.ORT_STAND_INS`): its semantics are checked against that definition, not
+against the CUDA kernel.
 """
 
 from __future__ import annotations
@@ -18,7 +22,12 @@ from onnx import helper
 
 from rewrite.ops.attention import SELF_TEST_VALUES as ATTENTION_VALUES
 from rewrite.ops.base import OpCall, OpSpec, TensorType, onnx_dtype
+from rewrite.ops.contrib_cuda import ORT_STAND_INS
+from rewrite.ops.contrib_cuda import SELF_TEST_VALUES as CUDA_ONLY_VALUES
+from rewrite.ops.dynamic_quant import SELF_TEST_VALUES as DQ_VALUES
+from rewrite.ops.gqa import SELF_TEST_VALUES as GQA_VALUES
 from rewrite.ops.quant_matmul import SELF_TEST_VALUES as NBITS_VALUES
+from rewrite.ops.rotary import SELF_TEST_VALUES as ROTARY_VALUES
 from rewrite.verify.ort_sides import run_ort
 from rewrite.verify.refute import EXACT_CLAIM, violation
 from rewrite.verify.semantics import environment, interpret_array, symbols
@@ -26,7 +35,11 @@ from rewrite.verify.semantics import environment, interpret_array, symbols
 Array = np.ndarray
 LISTED: dict[tuple[str, str], list[tuple[dict[str, Any], list[Array | None]]]] = {
     **ATTENTION_VALUES,
+    **CUDA_ONLY_VALUES,
+    **DQ_VALUES,
+    **GQA_VALUES,
     **NBITS_VALUES,
+    **ROTARY_VALUES,
 }
 
 
@@ -70,6 +83,8 @@ def _feeds(arrays: list[Array | None]) -> dict[str, Array]:
 
 
 def _model(spec: OpSpec, attrs: dict[str, Any], arrays: list[Array | None]) -> bytes:
+    if spec.key in ORT_STAND_INS:  # no CPU kernel (CUDA only): its decomposition runs
+        return ORT_STAND_INS[spec.key](attrs, arrays)
     names = ["" if a is None else f"in{i}" for i, a in enumerate(arrays)]
     inputs = [
         helper.make_tensor_value_info(n, onnx_dtype(a), a.shape)

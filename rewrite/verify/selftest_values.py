@@ -1,5 +1,5 @@
 """The self-test of typed ops whose output shape depends on input values (ReshapeDyn,
-ExpandDyn, SliceDyn, Range, Resize).
+ExpandDyn, SliceDyn, Range, Resize, OneHot, Compress).
 
 `verify.selftest` takes its cases from the sampling bound, which fixes every shape from the
 input types: an op whose output shape is a function of an operand's values has no case there.
@@ -27,7 +27,9 @@ from onnx import helper
 from rewrite.ops import _z3
 from rewrite.ops._z3 import UFS
 from rewrite.ops.base import OpCall, OpSpec, TensorType, onnx_dtype
+from rewrite.ops.compress import SELF_TEST_VALUES as COMPRESS_VALUES
 from rewrite.ops.dynamic import SELF_TEST_VALUES as DYNAMIC_VALUES
+from rewrite.ops.onehot import SELF_TEST_VALUES as ONEHOT_VALUES
 from rewrite.ops.registry import opset_for
 from rewrite.ops.resize import SELF_TEST_VALUES as RESIZE_VALUES
 from rewrite.ops.rnn import SELF_TEST_VALUES as RNN_VALUES
@@ -39,7 +41,13 @@ from rewrite.verify.specials import draw_rounds
 
 Array = np.ndarray
 DATA_DTYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64)
-SELF_TEST_VALUES = {**DYNAMIC_VALUES, **RESIZE_VALUES, **RNN_VALUES}
+SELF_TEST_VALUES = {
+    **DYNAMIC_VALUES,
+    **RESIZE_VALUES,
+    **RNN_VALUES,
+    **ONEHOT_VALUES,
+    **COMPRESS_VALUES,
+}
 
 
 class Row(Protocol):

@@ -285,20 +285,29 @@ def typical_call(spec: OpSpec) -> OpCall | None:
     img = TensorType(F, (1, 8, 16, 16))
     u32 = TensorType(12, (1, 16))
     nbits = [x, TensorType(2, (64, 2, 16)), TensorType(F, (128,))]  # N=64, K=64, 32-blocks
+    dq = [x, TensorType(3, (64, 64)), TensorType(F, ())]  # DynamicQuantizeMatMul: int8 B
+    nhwc = [TensorType(F, (1, 16, 320)), TensorType(F, (320,)), TensorType(F, (1, 16, 320))]
     seq = TensorType(F, (4, 1, 16))  # RNN X: (seq, batch, size), hidden 16; W, R by gate count
-    rnns = [[seq, TensorType(F, (1, g * 16, 16)), TensorType(F, (1, g * 16, 16))] for g in (4, 3, 1)]
+    rnns = [
+        [seq, TensorType(F, (1, g * 16, 16)), TensorType(F, (1, g * 16, 16))] for g in (4, 3, 1)
+    ]
+    kv, none = TensorType(F, (1, 16, 32)), TensorType(F, (1, 4, 0, 8))  # GQA: 4 kv heads of 8
+    gqa = [x, kv, kv, none, none, TensorType(6, (1,)), TensorType(6, ())]
     candidates = [[x], [x, x], [x, w], [x2, w], [x, i], [b, x, x], [x, ax], [x, x, x], [img],
                   [img, TensorType(F, (4, 8, 3, 3))], [x, ax, ax],
-                  [img, TensorType(F, (8,)), TensorType(F, (8,))], [u32, u32], nbits, *rnns]  # fmt: skip
+                  [img, TensorType(F, (8,)), TensorType(F, (8,))], [u32, u32], nbits, dq, nhwc,
+                  [i, TensorType(6, ()), TensorType(F, (2,))],  # OneHot: int32 depth
+                  *rnns, gqa]  # fmt: skip
     attrs = {"to": F, "axis": -1, "kernel_shape": [3, 3], "perm": [0, 2, 1],
              "equation": "ij,jk->ik", "num_groups": 2, "direction": "LEFT", "blocksize": 2,
              "size": 3, "K": 64, "N": 64, "bits": 4, "block_size": 32, "sizes": [32, 32],
              "index": 0, "hidden_size": 16}  # fmt: skip
     rnn_attrs = {**attrs, "direction": "forward"}  # BitShift's LEFT is no RNN direction
+    gqa_attrs = {**attrs, "num_heads": 8, "kv_num_heads": 4}  # GroupQueryAttention
     for inputs in candidates:
         consts = [np.array([0], dtype=np.int64) if t.dtype == 7 and k else None
                   for k, t in enumerate(inputs)]  # fmt: skip
-        for given in (attrs, rnn_attrs):
+        for given in (attrs, rnn_attrs, gqa_attrs):
             call = OpCall(spec.name, inputs, consts, given)
             try:
                 spec.infer(call)

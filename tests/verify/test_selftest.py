@@ -70,6 +70,7 @@ def test_a_wrong_reference_is_caught(_swap) -> None:  # type: ignore[no-untyped-
     assert row.reference_mismatches > 0 and "reference vs ORT" in row.details[0]
 
 
+@pytest.mark.slow  # the whole self-test (~55 s on 2 cores); each op's row runs above
 def test_rewrite_verify_self_test_prints_the_table_and_fails_on_a_mismatch(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -20,6 +20,7 @@ from onnx import helper
 
 from rewrite.ops._z3 import UFS, is_int
 from rewrite.ops.base import TensorType
+from rewrite.ops.contrib_cuda import ORT_STAND_INS
 from rewrite.ops.registry import all_specs, lookup, opset_for
 from rewrite.ops.split import split_part_node
 from rewrite.ops.topk import part_outputs, topk_node
@@ -87,6 +88,14 @@ CASES = [
         ((5, 4), (1,), (1,), (1,)),
         dtypes=(F, I64, I64, I64),
         given={1: (1,), 2: (2**63 - 1,), 3: (0,)},
+    ),
+    OpCase("ConstantOfShapeDyn", ((2,),), I64, given={0: (2, 3)}),
+    OpCase(
+        "ConstantOfShapeDyn",
+        ((3,),),
+        I64,
+        values={"value": -2.0, "dtype": I64},
+        given={0: (3, 1, 2)},
     ),
     OpCase("Range", ((), (), ()), I64, given={0: 2, 1: 11, 2: 3}),
     OpCase("Range", ((), (), ()), F, given={0: 1.0, 1: -2.5, 2: -0.7}),
@@ -179,12 +188,49 @@ CASES = [
         given={3: [1, 2]},
     ),
     OpCase(
+        "GroupQueryAttention",
+        ((2, 3, 16), (2, 3, 8), (2, 3, 8), (2, 1, 0, 8), (2, 1, 0, 8), (2,), ()),
+        values={"num_heads": 2, "kv_num_heads": 1},
+        domain=MS,
+        dtypes=(F, F, F, F, F, T.INT32, T.INT32),
+        given={5: [2, 2], 6: 3},
+    ),
+    OpCase(
         "MatMulNBits",
         ((2, 16), (3, 1, 8), (3,)),
         values={"K": 16, "N": 3, "bits": 4, "block_size": 16},
         domain=MS,
         dtypes=(F, T.UINT8, F),
         given={1: (np.arange(24).reshape(3, 1, 8) * 37 % 256).tolist()},
+    ),
+    OpCase("BiasAdd", ((2, 1, 320), (320,), (2, 1, 320)), domain=MS),
+    OpCase(
+        "BiasSoftmax",
+        ((2, 3, 4), (2, 1, 4)),
+        values={"axis": 2, "is_inner_broadcast": 1},
+        domain=MS,
+    ),
+    OpCase(
+        "DynamicQuantizeMatMul",
+        ((2, 5), (5, 3), (3,), (3,), (3,)),
+        domain=MS,
+        dtypes=(F, T.INT8, F, T.INT8, F),
+        given={1: (np.arange(15).reshape(5, 3) * 37 % 256 - 128).tolist(), 3: [1, -2, 0]},
+    ),
+    OpCase(
+        "RotaryEmbedding",
+        ((1, 3, 8), (1, 3), (5, 2), (5, 2)),
+        values={"num_heads": 2, "interleaved": 1},
+        domain=MS,
+        dtypes=(F, I64, F, F),
+        given={1: [[3, 0, 4]]},
+    ),
+    OpCase(
+        "RotaryEmbedding",
+        ((1, 2, 3, 6), (1,), (5, 3), (5, 3)),
+        domain=MS,
+        dtypes=(F, I64, F, F),
+        given={1: (2,)},
     ),
     OpCase("Abs", ((2, 3),)),
     OpCase("Abs", ((2, 3),), I64, data="ints"),
@@ -326,6 +372,29 @@ CASES = [
     OpCase("CumSum", ((2, 5),), values={"axis": (1,), "exclusive": 1}),
     OpCase("CumSum", ((3, 2),), I64, {"axis": (0,), "reverse": 1}, data="ints"),
     OpCase("ScatterND", ((4, 2), (3, 1), (3, 2)), dtypes=(F, I64, F), given={1: [[1], [-1], [1]]}),
+    OpCase("OneHot", ((2, 3), (), (2,)), I64, {"axis": 1}, data="ints", given={1: 5}),
+    OpCase(
+        "OneHot",
+        ((2, 3), (1,), (2,)),
+        values={"axis": 0},
+        dtypes=(I64, I64, F),
+        given={0: [[0, -1, 4], [3, -4, 2]], 1: (4,)},
+    ),
+    OpCase(
+        "Compress",
+        ((3, 4), (4,)),
+        values={"axis": (1,)},
+        dtypes=(F, T.BOOL),
+        given={1: (True, False, True, True)},
+    ),
+    OpCase(
+        "Compress",
+        ((2, 3), (7,)),
+        I64,
+        data="ints",
+        dtypes=(I64, T.BOOL),
+        given={1: (0, 1, 1, 0, 0, 1, 1)},
+    ),
     OpCase("Einsum", ((1, 2, 3, 4), (1, 2, 5, 4)), values={"equation": "bhqd,bhkd->bhqk"}),
     OpCase("Einsum", ((2, 3), (3, 4)), I64, {"equation": "ij,jk->ik"}, data="ints"),
     OpCase("GroupNormalization", ((2, 4, 3), (2,), (2,)), values={"num_groups": 2}),
@@ -380,6 +449,9 @@ def _data(
 
 
 def _run_ort(case: OpCase, inputs: list[np.ndarray], call: Any, consts: dict[int, Any]) -> Any:
+    if (case.domain, case.op) in ORT_STAND_INS:  # CUDA only: ORT runs its decomposition
+        model = ORT_STAND_INS[(case.domain, case.op)](dict(call.attrs), list(inputs))
+        return run_ort(model, {f"in{i}": a for i, a in enumerate(inputs)})
     names, inits, feeds = [], [], {}
     kids = iter(inputs)
     for j in range(len(call.inputs)):

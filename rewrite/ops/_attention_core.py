@@ -1,0 +1,136 @@
+"""The attention computation of `rewrite.ops.attention` (its docstring states the contract),
+shared by the numpy reference and the Z3 semantics: arrays of numbers, or object arrays of Z3
+terms (then `like`, a float term, gives the sort of the constants written).
+
+`mha` and `attention` take the op's inputs in ONNX order (absent ones None) and return the
+(B, S, Dv) output; `qkv_sizes` splits Attention's packed weight columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import z3  # type: ignore[import-untyped]  # ships no type hints
+
+from rewrite.ops._z3 import const, vmap
+from rewrite.ops.base import Dim, OpCall, fail
+from rewrite.ops.unary import EXP
+
+Array = np.ndarray
+
+
+def qkv_sizes(call: OpCall, total: Dim) -> tuple[Dim, Dim, Dim]:
+    """(Dq, Dk, Dv): `qkv_hidden_sizes`, or `total` in 3 equal parts (None each when unknown)."""
+    sizes = list(call.attr("qkv_hidden_sizes", []) or [])
+    if sizes:
+        if len(sizes) != 3:
+            raise fail(call, "qkv_hidden_sizes must have 3 entries")
+        return int(sizes[0]), int(sizes[1]), int(sizes[2])
+    if not isinstance(total, int):
+        return None, None, None
+    if total % 3:
+        raise fail(call, "weights' columns are not 3 equal parts")
+    return total // 3, total // 3, total // 3
+
+
+def _scale(call: OpCall, head: int) -> float:
+    """`scale`, or 1/sqrt(H) in float32 (the kernel's `1.0f / sqrt((float)H)`)."""
+    s = float(np.float32(call.attr("scale", 0.0)))
+    return s if s != 0.0 else float(np.float32(1.0) / np.sqrt(np.float32(head)))
+
+
+def _split(x: Array, n: int) -> Array:
+    """(B, S, N·H) -> (B, N, S, H)."""
+    b, s, d = x.shape
+    return x.reshape(b, s, n, d // n).transpose(0, 2, 1, 3)
+
+
+def _masked(call: OpCall, m: int, padding: Array | None, form: str, like: Any) -> Array | None:
+    """The additive mask (B, 1, S|1, L) of the padding mask (None without one): 0 where a key
+    is kept, mask_filter_value (a float32) elsewhere.
+
+    `padding` holds the mask input's elements (numbers or bit-vector terms), `form` its kind
+    (`keys`: (B, L), `rows`: (B, S, L), `lengths`: (B,), keys at index >= it masked); values
+    in the sort of `like` (a float term), or float64 numbers when `like` is not a term."""
+    if int(call.attr("unidirectional", 0)):
+        raise fail(call, "unidirectional = 1 is not in the typed form")
+    if padding is None:
+        return None
+    fill = float(np.float32(call.attr("mask_filter_value", -10000.0)))
+    if form == "lengths":
+        j = np.arange(m)[None, None, :]
+        keep = vmap(lambda n, jj: _gt(n, jj), padding[:, None, None], j)
+    else:
+        keep = vmap(lambda t: _gt(t, 0), padding)
+        keep = keep[:, None, :] if form == "keys" else keep
+    mask = vmap(lambda k: _pick(k, fill, like), keep[:, None])
+    return mask if z3.is_expr(like) else mask.astype(np.float64)
+
+
+def _gt(a: Any, b: Any) -> Any:
+    return a > b if z3.is_expr(a) else bool(a > b)
+
+
+def _pick(keep: Any, fill: float, like: Any) -> Any:
+    """0 where kept, `fill` elsewhere (a Z3 If on a term `keep`)."""
+    if not z3.is_expr(like):
+        return 0.0 if keep else fill
+    if z3.is_expr(keep):
+        return z3.If(keep, const(0.0, like), const(fill, like))
+    return const(0.0 if keep else fill, like)
+
+
+def _attend(call: OpCall, q: Array, k: Array, v: Array, add: Array | None) -> Array:
+    """softmax(scale·Q·Kᵀ + add)·V per head, back to (B, S, Dv)."""
+    n = int(call.attr("num_heads"))
+    qh, kh, vh = _split(q, n), _split(k, n), _split(v, n)
+    scale = _scale(call, qh.shape[-1])
+    scores = np.matmul(qh, kh.transpose(0, 1, 3, 2))
+    scores = vmap(lambda t: t * scale, scores) if q.dtype == object else scores * scale
+    if add is not None:
+        scores = scores + add
+    probs = _softmax(scores)
+    out = np.matmul(probs, vh)  # (B, N, S, Hv)
+    b, _, s, hv = out.shape
+    return out.transpose(0, 2, 1, 3).reshape(b, s, n * hv)
+
+
+def _softmax(x: Array) -> Array:
+    if x.dtype != object:
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    top = np.empty((*x.shape[:-1], 1), dtype=object)
+    for idx in np.ndindex(x.shape[:-1]):
+        row = list(x[idx])
+        best = row[0]
+        for t in row[1:]:
+            best = z3.If(t > best, t, best)
+        top[(*idx, 0)] = best
+    e = vmap(EXP, x - top)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def mha(call: OpCall, arrays: list[Array | None], like: Any) -> Array:
+    """MultiHeadAttention on (query, key, value[, bias, key_padding_mask, attention_bias])."""
+    q, k, v, bias, padding, attn_bias = (list(arrays) + [None] * 6)[:6]
+    assert q is not None and k is not None and v is not None
+    if bias is not None:
+        d = q.shape[2]
+        q, k, v = q + bias[:d], k + bias[d : 2 * d], v + bias[2 * d :]
+    add = _masked(call, k.shape[1], padding, "keys", like)
+    if attn_bias is not None:
+        add = attn_bias if add is None else attn_bias + add
+    return _attend(call, q, k, v, add)
+
+
+def attention(call: OpCall, arrays: list[Array | None], like: Any) -> Array:
+    """Attention on (input, weights, bias[, mask_index])."""
+    x, w, bias, mask = (list(arrays) + [None] * 4)[:4]
+    assert x is not None and w is not None and bias is not None
+    dq, dk, _ = qkv_sizes(call, w.shape[1])
+    qkv = np.matmul(x, w) + bias
+    q, k, v = qkv[..., :dq], qkv[..., dq : dq + dk], qkv[..., dq + dk :]  # type: ignore[operator]
+    form = {1: "lengths", 2: "keys", 3: "rows"}[mask.ndim] if mask is not None else ""
+    add = _masked(call, x.shape[1], mask, form, like)
+    return _attend(call, q, k, v, add)
