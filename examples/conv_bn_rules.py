@@ -7,10 +7,14 @@ initializer each, so the written graph is one Conv. `tests/rules/test_conv_bn.py
 Conv + BatchNormalization models built in code, and the output passes the differential check.
 
 It is not trusted by `rewrite verify`: it is not bit-exact (W·s is rounded where the model
-rounds Conv(x, W) · s), and sampling refutes it even as approximate: with a weight near the
+rounds Conv(x, W) · s), and sampling refutes it even as approximate. With a weight near the
 float maximum, W·s overflows to inf and a padded (or zero) input multiplies it to NaN where
-the model computes 0 (like `scalar_into_weights` in `refused_rules.py`; the rule would need
-W's values known to be finite and small). Hence `--trust-rules`: the differential check of the
+the model computes 0; per-element conditions on the constants (`w.all(lambda e:
+e.is_finite() & (abs(e) <= 1e4))`, the same for scale, mean, var >= 0 and bias) exclude that,
+and then an activation does it: x holding +3e38 and -3e38 whose products cancel in the Conv's
+sum to 18 gives 1.1e30 once the weights are scaled (their rounding breaks the cancellation).
+The tolerance is relative to the output, not to the terms summed, so no condition on the
+constants makes the rule approximate. Hence `--trust-rules`: the differential check of the
 output still runs.
 """
 

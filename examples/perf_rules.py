@@ -11,16 +11,19 @@ com.microsoft Gelu / FastGelu, decomposed LayerNorm to LayerNormalization (prove
 bound, tagged approximate all the same: see its docstring) and RMSNorm to
 SimplifiedLayerNormalization, each fused op's epsilon taken from the matched constant.
 
-Not here (`examples/refused_rules.py` holds them, each with the ORT run that shows why):
-the scale moved into the weights, (x·c) @ W = x @ (W·c), needs W's values known finite
-(0·inf is NaN), a guard the language has no word for; the attention scale moved to the
-smaller operand, (A @ B)·c = (A·c) @ B, overflows on one side only whatever the guard; and
-PyTorch's F.gelu order x·(1 + erf)·0.5 overflows where Gelu does not. ONNX's own Gelu
-(opset 20) is not a target: the models here are opset 17. RMSNorm's fused op is ORT's, not
-ONNX's: onnx.checker's full check rejects it, so on an input that passes that check the
-optimized model is refused and the input graph written (fires, but pays off only on inputs
-checked at a lower level). Pad into Conv and Conv + BatchNormalization are
-`rulesets/constants.py`'s.
+The scale moved into the weights, (x·c) @ W = x @ (W·c), holds only where W's elements are
+finite and bounded (an x·c that underflows to 0 times an inf in W is NaN on one side only): a
+per-element condition, `w.all(lambda e: ...)`, says so, and the rule fires on the constants
+whose every element satisfies it (approximate: W·c is rounded once, at export).
+
+Not here (`examples/refused_rules.py` holds them, each with the ORT run that shows why): the
+attention scale moved to the smaller operand, (A @ B)·c = (A·c) @ B, overflows on one side only
+whatever the guard (A and B are activations); and PyTorch's F.gelu order x·(1 + erf)·0.5
+overflows where Gelu does not. ONNX's own Gelu (opset 20) is not a target: the models here are
+opset 17. RMSNorm's fused op is ORT's, not ONNX's: onnx.checker's full check rejects it, so on
+an input that passes that check the optimized model is refused and the input graph written
+(fires, but pays off only on inputs checked at a lower level). Pad into Conv is
+`rulesets/constants.py`'s; Conv + BatchNormalization is `examples/conv_bn_rules.py`'s.
 """
 
 import math
@@ -113,16 +116,17 @@ def merge_qkv_split(x: Tensor, q: Tensor, k: Tensor, v: Tensor) -> list[Rewrite]
 
 @PERF.rule(tags=["approximate", "ort-cpu", "ort-cuda"])
 def gelu_erf_fusion(x: Tensor) -> list[Rewrite]:
-    """(x·0.5)·(1 + erf(x/√2)) = Gelu(x)   (com.microsoft; the HF BERT export, x/√2 written
-    Div by float32(√2) or Mul by float32(1/√2), either Add order) for float32 x (the kernel
-    ORT has); approximate: the kernel rounds 1/√2 and erf its own way. Scaling x by 0.5
-    first is what keeps it within tolerance: the order x·(1 + erf)·0.5 (PyTorch's F.gelu
-    export) overflows near the float maximum where Gelu does not (`examples/refused_rules.py`)"""
+    """(x·0.5)·(1 + erf(x/√2)) = x·(1 + erf(x/√2))·0.5 = Gelu(x)   (com.microsoft; the HF BERT
+    export scales x first, PyTorch's F.gelu export last; x/√2 written Div by float32(√2) or Mul
+    by float32(1/√2), either Add order) for float32 x (the kernel ORT has); approximate: the
+    kernel rounds 1/√2 and erf its own way, and where F.gelu's order overflows near the float
+    maximum Gelu gives the exact value"""
     out = []
     for scaled in (x / math.sqrt(2.0), x * math.sqrt(0.5)):
         e = op.Erf(scaled)
-        for lhs in ((x * 0.5) * (e + 1.0), (x * 0.5) * (1.0 + e)):
-            out.append(rewrite(lhs).to(op.ms.Gelu(x), x.dtype == "float32"))
+        for one_plus in (e + 1.0, 1.0 + e):
+            for lhs in ((x * 0.5) * one_plus, (x * one_plus) * 0.5):
+                out.append(rewrite(lhs).to(op.ms.Gelu(x), x.dtype == "float32"))
     return out
 
 
@@ -134,6 +138,34 @@ def gelu_tanh_fusion(x: Tensor) -> Rewrite:
     inner = (x + op.Pow(x, 3.0) * 0.044715) * math.sqrt(2.0 / math.pi)
     lhs = (x * 0.5) * (op.Tanh(inner) + 1.0)
     return rewrite(lhs).to(op.ms.FastGelu(x), x.dtype == "float32")
+
+
+@PERF.rule(tags=["approximate"])
+def scalar_into_weights(x: Tensor, c: Tensor, w: Tensor) -> list[Rewrite]:
+    """(x · c) @ W = x @ (W · c)   for a scalar constant c with 1e-3 <= |c| <= 1 and a constant
+    2-D W whose elements are 0 or finite with 1e-20 <= |e| <= 1e20 (W·c is folded at export: one
+    multiply of the activations fewer; approximate: rounding moves)"""
+    bounded = w.all(lambda e: (e == 0) | (e.is_finite() & (abs(e) >= 1e-20) & (abs(e) <= 1e20)))
+    cond = (c.is_scalar(), c.is_const(), c.rank == 0, w.is_const(), w.rank == 2, bounded)
+    v = c.value()  # W·c neither overflows nor underflows: one rewrite per sign
+    return [
+        rewrite((x * c) @ w).to(x @ (w * c), *cond, small)
+        for small in ((v >= 1e-3) & (v <= 1.0), (v <= -1e-3) & (v >= -1.0))
+    ]
+
+
+@PERF.rule(tags=["approximate"])
+def attention_scale_to_query(q: Tensor, k: Tensor, c: Tensor) -> list[Rewrite]:
+    """(Q @ K) · c = (Q · c) @ K   for float32 and a scalar constant 1e-3 <= |c| <= 1 (the
+    attention scale moved to the smaller operand: Q is seq×d, the scores seq×seq);
+    approximate: rounding moves, and where Q @ K overflows but the scaled scores do not, the
+    right side gives the exact value"""
+    v = c.value()
+    cond = (c.is_scalar(), c.is_const(), c.rank == 0, q.rank >= 2, q.dtype == "float32")
+    return [
+        rewrite((q @ k) * c).to((q * c) @ k, *cond, small)
+        for small in ((v >= 1e-3) & (v <= 1.0), (v <= -1e-3) & (v >= -1.0))
+    ]
 
 
 def _last_axis_norm(x: Tensor, eps: Tensor, *weights: Tensor) -> tuple[Any, ...]:

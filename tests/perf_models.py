@@ -35,7 +35,8 @@ def _qkv_split_model() -> onnx.ModelProto:
 
 
 def _gelu_erf_model() -> onnx.ModelProto:
-    """BERT's GELU twice: x/√2 (Div by 1.4142135) and x·(1/√2) (Mul by 0.70710677)."""
+    """BERT's GELU twice, x/√2 (Div by 1.4142135) and x·(1/√2) (Mul by 0.70710677), and
+    PyTorch's F.gelu order once."""
     nodes, outs = [], []
     for i, (op_type, c) in enumerate((("Div", "sqrt2"), ("Mul", "rsqrt2"))):
         nodes += [
@@ -46,6 +47,14 @@ def _gelu_erf_model() -> onnx.ModelProto:
             _n("Mul", [f"h{i}", f"a{i}"], f"y{i}"),
         ]
         outs.append(vi(f"y{i}", [4, 3]))
+    nodes += [  # PyTorch's F.gelu order: x · (erf(x/√2) + 1), then · 0.5
+        _n("Div", ["x", "sqrt2"], "s2"),
+        _n("Erf", ["s2"], "e2"),
+        _n("Add", ["e2", "one"], "a2"),
+        _n("Mul", ["x", "a2"], "xa2"),
+        _n("Mul", ["xa2", "half"], "y2"),
+    ]
+    outs.append(vi("y2", [4, 3]))
     inits = [_c("sqrt2", 1.4142135), _c("rsqrt2", 0.70710677), _c("one", 1.0), _c("half", 0.5)]
     return model(nodes, [vi("x", [4, 3])], outs, inits=inits)
 
@@ -99,6 +108,20 @@ def _rms_norm_model() -> onnx.ModelProto:
     return model(nodes, [vi("x", [2, 4, 3])], [vi("y", [2, 4, 3])], inits=inits)
 
 
+def _scaled_matmul_model() -> onnx.ModelProto:
+    """A scale on the activations before a projection: (x · 0.125) @ W."""
+    nodes = [_n("Mul", ["x", "c"], "xc"), _n("MatMul", ["xc", "w"], "y")]
+    inits = [_c("c", 0.125), _w("w", (3, 5), 11)]
+    return model(nodes, [vi("x", [2, 4, 3])], [vi("y", [2, 4, 5])], inits=inits)
+
+
+def _attention_scores_model() -> onnx.ModelProto:
+    """Attention scores scaled after the product: (Q @ K) · 1/√d."""
+    nodes = [_n("MatMul", ["q", "k"], "qk"), _n("Mul", ["qk", "c"], "y")]
+    ins = [vi("q", [1, 2, 4, 8]), vi("k", [1, 2, 8, 4])]
+    return model(nodes, ins, [vi("y", [1, 2, 4, 4])], inits=[_c("c", 8**-0.5)])
+
+
 def new_models() -> dict[str, onnx.ModelProto]:
     return {
         "merge_qkv_split": _qkv_split_model(),
@@ -106,4 +129,6 @@ def new_models() -> dict[str, onnx.ModelProto]:
         "gelu_tanh_fusion": _gelu_tanh_model(),
         "layer_norm_fusion": _layer_norm_model(),
         "rms_norm_fusion": _rms_norm_model(),
+        "scalar_into_weights": _scaled_matmul_model(),
+        "attention_scale_to_query": _attention_scores_model(),
     }

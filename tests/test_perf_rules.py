@@ -40,6 +40,7 @@ REFUSED: RuleSet = _module("refused_rules").REFUSED
 FAST_PROOFS = ["matmul_bias_as_gemm", "transpose_after_relu", "transpose_of_sum"]
 FAST_PROOFS += ["transpose_reshape_round_trip"]
 APPROXIMATE = ["gelu_erf_fusion", "gelu_tanh_fusion", "layer_norm_fusion", "rms_norm_fusion"]
+APPROXIMATE += ["scalar_into_weights", "attention_scale_to_query"]
 
 
 def _rule(rs: RuleSet, name: str):  # type: ignore[no-untyped-def]

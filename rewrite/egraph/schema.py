@@ -109,6 +109,7 @@ PRELUDE = """
 (relation IsZero (T))
 (relation IsConst (T))
 (relation IsScalar (T))
+(relation AllElems (String T))
 (function scalar-value (T) f64 :merge old)
 (function ord (T) i64 :merge (min old new))
 (ruleset shapes)

@@ -24,6 +24,7 @@ from typing import Any
 from rewrite.egraph.schema import MAX_RANK, SYM_BASE, egg_name
 from rewrite.errors import RuleError
 from rewrite.ops.registry import lookup
+from rewrite.rules import elements
 from rewrite.rules.domain import Domain
 from rewrite.rules.language import (
     Absent,
@@ -296,6 +297,8 @@ def _bool_call(c: Call, ctx: _Ctx) -> str:
         tol = _lit(Lit(atol + rtol * abs(v)), "f64")
         d = f"(- (scalar-value {_term_ref(c.args[0], ctx)}) {_lit(Lit(v), 'f64')})"
         return f"(<= (abs {d}) {tol})"
+    if c.fn == "all_elems":  # facts install() asserts of the model's constants
+        return f'(AllElems "{elements.key(c.args[1])}" {_term_ref(c.args[0], ctx)})'
     if c.fn == "precedes":
         return f"(< (ord {_term_ref(c.args[0], ctx)}) (ord {_term_ref(c.args[1], ctx)}))"
     if c.fn in _FACTS:

@@ -11,10 +11,11 @@ into an egglog rule, the evaluator runs it on concrete arrays, the prover on Z3 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from rewrite.rules.elements import Cond, Elem, condition
 from rewrite.rules.expr import (  # noqa: F401  (re-exported: the rule language's one import)
     FLOAT_TYPES,
     INT_TYPES,
@@ -116,6 +117,12 @@ class Term:
         """A one-element constant within atol + rtol·|v| of v (for printed, rounded values:
         `c.approx(0.7978845608)`)."""
         return Call("approx", (self, float(v), float(rtol), float(atol)), "bool")
+
+    def all(self, fn: Callable[[Elem], Cond]) -> Call:
+        """A constant every element of which satisfies `fn(e)`: comparisons of `e` or `abs(e)`
+        with numbers, `e.is_finite()`, `e.is_nan()`, `e.is_inf()`, joined with `&`, `|`, `~`
+        (`w.all(lambda e: e.is_finite() & (abs(e) <= 1e4))`; IEEE comparisons)."""
+        return Call("all_elems", (self, condition(fn)), "bool")
 
     def is_float(self) -> Call:
         """The dtype is a floating-point type (float16/32/64, bfloat16)."""
@@ -242,6 +249,8 @@ def show(e: Any) -> str:
             return "[" + ", ".join(show(a) for a in e.args) + "]"
         if e.fn == "compose":
             return f"{show(e.args[0])}∘{show(e.args[1])}"
+        if e.fn == "all_elems":
+            return f"{show(e.args[0])}.all(lambda e: {e.args[1]!r})"
         return f"{show(e.args[0])}.{e.fn}({', '.join(show(a) for a in e.args[1:])})"
     return repr(e)
 

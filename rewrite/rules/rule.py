@@ -24,7 +24,8 @@ from typing import Any
 
 from rewrite.errors import RuleError
 from rewrite.rules.domain import Domain
-from rewrite.rules.language import Float, Int, Ints, Rewrite, Var
+from rewrite.rules.elements import Cond
+from rewrite.rules.language import And, Call, Float, Int, Ints, Rewrite, Var
 from rewrite.rules.literals import desugar
 
 TAGS = frozenset({"bit-exact", "exact", "approximate", "portable", "ort-cpu", "ort-cuda"})
@@ -84,6 +85,19 @@ class Rule:
     @property
     def where(self) -> str:
         return f"{self.name} ({self.source})"
+
+    def element_conditions(self) -> list[Cond]:
+        """The per-element conditions (`w.all(...)`) its guards state."""
+        out: list[Cond] = []
+        for rw in self.rewrites:
+            stack = list(rw.guards)
+            while stack:
+                g = stack.pop()
+                if isinstance(g, And):
+                    stack += g.parts
+                elif isinstance(g, Call) and g.fn == "all_elems":
+                    out.append(g.args[1])
+        return out
 
 
 @dataclass

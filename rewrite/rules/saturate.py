@@ -34,6 +34,7 @@ from egglog import bindings
 from rewrite.egraph.encode import Encoded
 from rewrite.errors import RuleError
 from rewrite.limits import Limits, default_max_memory_mb, rss_mb
+from rewrite.rules import elements
 from rewrite.rules.growth import growth_per_label
 from rewrite.rules.rule import RuleSet
 
@@ -117,6 +118,7 @@ def egraph_size(eg: bindings.EGraph) -> int:
         "IsZero",
         "IsConst",
         "IsScalar",
+        "AllElems",
         "scalar-value",
         "ord",
         "TCons",
@@ -137,6 +139,7 @@ def install(
     schema.
     """
     enc.egraph.parse_and_run_program(f"(ruleset {RULES})")
+    element_facts(enc, rulesets)
     names: list[str] = []
     scratch: bindings.EGraph | None = None
     for rs in rulesets:
@@ -159,6 +162,15 @@ def install(
                 continue
             names.append(rule.name)
     return names
+
+
+def element_facts(enc: Encoded, rulesets: Sequence[RuleSet]) -> None:
+    """`(AllElems key c)` for every constant `c` of the model whose elements all satisfy a
+    per-element condition (`w.all(...)`) that a rule of `rulesets` states."""
+    conds = [c for rs in rulesets for rule in rs for c in rule.element_conditions()]
+    lines = elements.fact_lines(conds, enc.consts, enc.value_vars)
+    if lines:
+        enc.egraph.parse_and_run_program("\n".join(lines))
 
 
 def _scratch_egraph() -> bindings.EGraph:

@@ -20,6 +20,7 @@ from typing import Any
 
 from rewrite.errors import RuleError, ShapeError
 from rewrite.ops.base import TensorType
+from rewrite.rules.elements import Cond
 from rewrite.rules.language import (
     Absent,
     And,
@@ -57,6 +58,14 @@ class Case:
     facts: dict[str, int] = field(default_factory=dict)
     """Variable -> the value every element has (is_one: 1, is_zero: 0)."""
     value_guards: list[Expr] = field(default_factory=list)
+
+    def element_conds(self) -> dict[str, list[Cond]]:
+        """Variable -> the per-element conditions (`w.all(...)`) its value guards state."""
+        out: dict[str, list[Cond]] = {}
+        for g in self.value_guards:
+            if isinstance(g, Call) and g.fn == "all_elems" and isinstance(g.args[0], Var):
+                out.setdefault(g.args[0].name, []).append(g.args[1])
+        return out
 
     def describe(self) -> dict[str, Any]:
         """Shapes, dtypes and attribute values, JSON-ready."""

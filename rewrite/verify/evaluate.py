@@ -22,6 +22,7 @@ from onnx import TensorProto
 from rewrite.errors import RuleError, ShapeError
 from rewrite.ops.base import OpCall, OpSpec, TensorType
 from rewrite.ops.registry import lookup
+from rewrite.rules.elements import Cond, all_hold, holds_z3
 from rewrite.rules.language import (
     Absent,
     And,
@@ -207,6 +208,8 @@ class _Values:
             return True
         if fn == "vec":
             return tuple(self.expr(a) for a in args)
+        if fn == "all_elems":
+            return self.elements(args[0], args[1])
         vals = [self.expr(a) for a in args[:1]]
         if fn == "length":
             return len(vals[0])
@@ -224,6 +227,10 @@ class _Values:
         raise RuleError(f"unknown condition {show(c)}")
 
     def fact(self, t: Term, value: int) -> Any:
+        raise NeedsValuesError
+
+    def elements(self, t: Term, cond: Cond) -> Any:
+        """Does every element of `t`'s value satisfy `cond`?"""
         raise NeedsValuesError
 
 
@@ -319,6 +326,12 @@ class Evaluator(_Values):
     def fact(self, t: Term, value: int) -> Any:
         arr = np.asarray(self.term(t), dtype=object).reshape(-1)
         return self._all([x == value for x in arr])
+
+    def elements(self, t: Term, cond: Cond) -> Any:
+        value = np.asarray(self.term(t))
+        if value.dtype != object:
+            return all_hold(cond, value)
+        return self._all([holds_z3(cond, x) for x in value.reshape(-1)])
 
 
 def z3_backend(spec: OpSpec, call: OpCall, arrays: list[Any]) -> Any:

@@ -32,6 +32,7 @@ from rewrite.verify.cases import Case
 from rewrite.verify.confirm import TOLERANCES, Sessions, agree, bit_identical, reproduces
 from rewrite.verify.evaluate import Evaluator, numpy_backend
 from rewrite.verify.semantics import axioms, number, uses_ufs
+from rewrite.verify.specials import satisfying
 
 Array = np.ndarray
 P = onnx.TensorProto
@@ -230,7 +231,8 @@ def _grid(case: Case, bits: bool, guard: _Definedness) -> Any:
     from rewrite.verify.result import Counterexample
 
     rng = np.random.default_rng(0)
-    sets = [_draw(case, rng) for _ in range(GRID)]
+    conds = case.element_conds()
+    sets = [satisfying(_draw(case, rng), conds, rng) for _ in range(GRID)]
     sets = [s for s in sets if _guards_hold(case, s) and guard.holds(s)]
     if not sets:
         return None

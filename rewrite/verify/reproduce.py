@@ -16,7 +16,7 @@ from rewrite.verify.ort_sides import LeftRejectedError, Sides
 from rewrite.verify.refute import APPROX_TOLERANCE, claim_of, violation
 from rewrite.verify.sample import as64, fixed_values
 from rewrite.verify.sample_cases import LARGE, LARGE_SHAPES, constant_shapes
-from rewrite.verify.specials import draw_rounds, np_dtype
+from rewrite.verify.specials import draw_rounds, np_dtype, satisfying
 
 Array = np.ndarray
 
@@ -68,7 +68,8 @@ def reproduce(
     if case.rhs_error:
         return f"the right side is not defined ({case.rhs_error})"
     rng = np.random.default_rng(0)
-    _, normal = next(draw_rounds(case.tensors, fixed_values(case), rng, 1))
+    _, drawn = next(draw_rounds(case.tensors, fixed_values(case), rng, 1))
+    normal = satisfying(drawn, case.element_conds(), rng)
     values = typed_values(case, cx["inputs"]) if cx.get("inputs") else normal
     ev = Evaluator(case, as64(values), numpy_backend)
     try:

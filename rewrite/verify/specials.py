@@ -14,7 +14,8 @@ repeated values (by their bits) are dropped.
 variable -> array: `normal` (N(0, 1) floats, integers in [-5, 5] without 0), `latin` (element
 i of the j-th variable is pool[(i + r·(j + 1)) mod p]: over p rounds every pair of pool values
 meets in the first two variables, elementwise), `specials` (every element drawn from the pool)
-and `mixed` (each element from the pool with probability 0.3, else normal).
+and `mixed` (each element from the pool with probability 0.3, else normal). `satisfying` then
+redraws the elements that a rule's per-element condition (`w.all(...)`) excludes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from rewrite.ops.base import TensorType
+from rewrite.rules.elements import Cond, holds_np
 
 Array = np.ndarray
 
@@ -108,6 +110,51 @@ def _specials(t: TensorType, rng: np.random.Generator, p: float) -> Array:
     base = normal(t, rng)
     picks = pool[rng.integers(0, len(pool), size=base.shape)]
     return np.where(rng.random(base.shape) < p, picks, base).astype(base.dtype)
+
+
+def satisfying(
+    values: dict[str, Array],
+    conds: dict[str, list[Cond]],
+    rng: np.random.Generator,
+) -> dict[str, Array]:
+    """`values` with every element that breaks a per-element condition of its variable
+    (`w.all(...)`, `conds`) replaced by one drawn from the values of its dtype that satisfy
+    them all (special values first, then normal ones); left as it is when none does."""
+    out = dict(values)
+    for v, cs in conds.items():
+        if v not in out:
+            continue
+        a = np.asarray(out[v])
+        bad = np.zeros(a.shape, dtype=bool)
+        for c in cs:
+            bad |= ~holds_np(c, a)
+        if not bad.any():
+            continue
+        flat = a.reshape(-1)
+        pool = np.concatenate(
+            [special_values(helper.np_dtype_to_tensor_dtype(a.dtype)), flat, _wide(a.dtype, rng)]
+        )
+        ok = np.ones(pool.shape, dtype=bool)
+        for c in cs:
+            ok &= holds_np(c, pool)
+        if not ok.any():
+            continue
+        good = pool[ok].astype(a.dtype)
+        fixed = np.where(bad, good[rng.integers(0, len(good), size=a.shape)], a)
+        out[v] = fixed.astype(a.dtype, copy=False)
+    return out
+
+
+def _wide(dtype: np.dtype, rng: np.random.Generator) -> Array:
+    """Values of `dtype` over many magnitudes (for conditions that exclude the usual ones)."""
+    if dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            mags = 10.0 ** rng.uniform(-30, 30, size=64)
+            return (mags * rng.choice([-1.0, 1.0], size=64)).astype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(max(info.min, -(2**40)), min(info.max, 2**40), size=64).astype(dtype)
+    return np.asarray([False, True], dtype=dtype)
 
 
 def draw_rounds(

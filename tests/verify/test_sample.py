@@ -157,6 +157,20 @@ def test_violation_per_class() -> None:
     assert not violation("approximate", one, np.array([1.0005], np.float32), 1e-3)
 
 
+def test_an_approximate_rule_may_remove_an_overflow_never_add_one() -> None:
+    """Left inf where the float64 value (here 8e24) is in range: the right side agrees when
+    within the tolerance of that value; the other way round (right overflows) never."""
+    exact = np.array([-8.0e24])
+    inf, near = np.array([-np.inf], np.float32), np.array([-8.0e24 * (1 + 1e-6)], np.float32)
+    assert not violation("approximate", inf, near, 1e-3, exact)
+    assert violation("approximate", inf, near * 2, 1e-3, exact)  # not the exact value
+    assert violation("approximate", near, inf, 1e-3, exact)  # the right side overflows
+    assert violation("exact", inf, near, 1e-3, exact)  # only approximate claims
+    assert violation("approximate", inf, near, 1e-3, np.array([-1e39]))  # exact overflows too
+    nan = np.array([np.nan], np.float32)
+    assert not violation("approximate", nan, near, 1e-3, exact)  # inf - inf on the left
+
+
 def test_scaled_error() -> None:
     a = np.array([1.0, 2.0, 40.0])
     assert scaled_error(a, a) == 0.0
