@@ -220,6 +220,7 @@ def _merge(report: Report, result: JobResult) -> None:
         "precision",
         "rules_refused",
         "rules_verified",
+        "rules_unmatchable",
         "rule_effects",
     ):
         value = getattr(part, name)

@@ -50,6 +50,9 @@ class Report:
     rules_verified: list[dict[str, Any]] = field(default_factory=list)
     """Rules used, each with how it was verified (status, bound, cases, cached, sampled error)."""
     rules_refused: list[dict[str, Any]] = field(default_factory=list)
+    rules_unmatchable: list[str] = field(default_factory=list)
+    """Rules left out, unproved: their left sides need an op neither the model nor any other
+    rule's right side has (`rules.relevance`)."""
     """Rules verification refused (with counterexamples); they were not used."""
     rule_effects: dict[str, Any] = field(default_factory=dict)
     """`per_rule`: rule -> matches, e-nodes of the written graph it created, input e-nodes it
@@ -124,6 +127,7 @@ class Report:
                 "  proofs     "
                 + ", ".join(f"{n} {k}" for k, n in sorted(status.items()))
                 + f" (Z3, {self.rules_verified[0].get('bound', '')}; {cached} from the cache)"
+                + self._unmatchable_note()
             )
         if self.folded:
             lines.append(f"  folded     {sum(self.folded.values())} constant nodes")
@@ -179,6 +183,12 @@ class Report:
                 f"({m['speedup']:.3f}x, noise ±{100 * m['noise']:.1f}%)"
             )
         return out
+
+    def _unmatchable_note(self) -> str:
+        n = len(self.rules_unmatchable)
+        if not n:
+            return ""
+        return f"; {n} rule{'s' if n > 1 else ''} cannot match this model, not proved"
 
     def _rule_lines(self) -> list[str]:
         """`rules`: the rules the written graph owes nodes to, with the nodes they created (+)

@@ -46,6 +46,7 @@ from rewrite.provenance import rule_effects
 from rewrite.publish import clear
 from rewrite.report import STATUS_FALLBACK, STATUS_NOT_FASTER, STATUS_OPTIMIZED, Report
 from rewrite.rules.fold import fold_constants, fold_to_fixpoint
+from rewrite.rules.relevance import relevant
 from rewrite.rules.saturate import saturate
 from rewrite.saving import Saver
 
@@ -92,7 +93,7 @@ def optimize_job(
     try:
         with clock.stage("load"):
             graph = _load(src, stat)
-        opts = _gate_rules(opts, report, clock)  # after loading: a broken file needs no proof
+        opts = _gate_rules(opts, graph, report, clock)  # a broken file needs no proof
         report.nodes_before = graph.op_counts()
         report.notes = list(graph.notes)
         end = None
@@ -155,15 +156,17 @@ def _refold_may_help(opts: Options, report: Report) -> bool:
     return opts.fold and bool(report.folded) and not summary.startswith("could not run")
 
 
-def _gate_rules(opts: Options, report: Report, clock: _Clock) -> Options:
-    """Keep only the rules verification accepts; each refused rule is a warning with its
-    counterexample, and the report lists it."""
+def _gate_rules(opts: Options, graph: Graph, report: Report, clock: _Clock) -> Options:
+    """Keep only the rules that can match `graph` (`rules.relevance`) and that verification
+    accepts; each refused rule is a warning with its counterexample, and the report lists
+    it."""
     if not opts.prove_rules:
         return opts
     from rewrite.verify.gate import gate
 
     with clock.stage("prove"):
         rulesets = default_rulesets() if opts.rulesets is None else list(opts.rulesets)
+        rulesets, report.rules_unmatchable = relevant(rulesets, graph.op_counts())
         ok: list = []
         accepted, refused = gate(
             rulesets, allow_approximate=opts.allow_approximate, accepted_results=ok

@@ -11,6 +11,7 @@ from rewrite.rules.rule import RuleSet
 def builtin() -> dict[str, RuleSet]:
     from rulesets.cleanup import CLEANUP
     from rulesets.constants import CONSTANTS
+    from rulesets.merge import MERGE
     from rulesets.ort import ORT
 
-    return {rs.name: rs for rs in (CLEANUP, CONSTANTS, ORT)}
+    return {rs.name: rs for rs in (CLEANUP, CONSTANTS, ORT, MERGE)}

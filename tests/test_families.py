@@ -8,7 +8,6 @@ built-in rules.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,10 +15,10 @@ import numpy as np
 import onnx
 import pytest
 
-from rewrite.cli import main
 from rewrite.verify import make_inputs
-from tests.egraph.models import assert_bit_identical, ort_run, write
+from tests.egraph.models import assert_bit_identical, ort_run
 from tests.families import llama_decoder
+from tests.families_check import optimize
 
 DECODERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "opset17": lambda: llama_decoder(17),
@@ -28,18 +27,6 @@ DECODERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "folded_split": lambda: llama_decoder(17, folded_split=True),
     "opset18_static_folded": lambda: llama_decoder(18, static=(2, 5), folded_split=True),
 }
-
-
-def optimize(m: onnx.ModelProto, tmp_path: Path, *extra: str) -> tuple[onnx.ModelProto, dict]:
-    """Run the CLI on `m`; exit status 0 and a verified, optimized report are required."""
-    src, out, rep = write(m, tmp_path), tmp_path / "out.onnx", tmp_path / "report.json"
-    assert main(["optimize", str(src), str(out), "--report", str(rep), "-q", *extra]) == 0
-    report = json.loads(rep.read_text())
-    assert report["status"] == "optimized", report.get("warnings")
-    assert report["verification"]["ok"] is True
-    result = onnx.load(out)
-    onnx.checker.check_model(result, full_check=True)
-    return result, report
 
 
 @pytest.mark.parametrize("name", DECODERS)

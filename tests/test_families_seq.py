@@ -1,9 +1,10 @@
 """Sequence families as exporters write them (`tests/families_seq.py`), through `rewrite optimize`.
 
-The same checks as `tests/test_families_vision.py`: exit 0, status "optimized", verification
-ok, ORT agreement on two seeds, and exactly `EXPECTED_OPAQUE[family]` left opaque (update the
-line as ops get typed). The unrolled cells' h0 = zeros(batch, hidden) and the Dynamo mask's
-ones(seq, seq) read their shapes from Shape: typed as ConstantOfShapeDyn (`ops.dynamic`).
+The same checks as `tests/test_families_vision.py` (`tests/families_check.py`): exit 0, status
+"optimized", verification ok, ORT agreement on two seeds, and exactly `EXPECTED_OPAQUE[family]`
+left opaque (update the line as ops get typed). The unrolled cells' h0 = zeros(batch, hidden)
+and the Dynamo mask's ones(seq, seq) read their shapes from Shape: typed as ConstantOfShapeDyn
+(`ops.dynamic`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import onnx
 import pytest
 
 import tests.families_seq as fs
-from tests.test_families import optimize
-from tests.test_families_vision import assert_agrees, opaque_op_types
+from tests.families_check import check_expected_opaque, check_optimize_agrees
 
 EXPECTED_OPAQUE: dict[str, set[str]] = {
     "whisper_encoder": set(),
@@ -43,18 +43,12 @@ OPTIMIZED = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n i
 
 @pytest.mark.parametrize("name", OPTIMIZED)
 def test_optimize_verifies_and_agrees_in_ort(name: str, tmp_path: Path) -> None:
-    m = FAMILIES[name]()
-    out, report = optimize(m, tmp_path)
-    assert report["cost_after_us"] <= report["cost_before_us"]
-    assert_agrees(m, out)
-    _, count = opaque_op_types(m, tmp_path)
-    assert report["egraph"]["opaque_nodes"] == count
+    check_optimize_agrees(FAMILIES[name](), tmp_path)
 
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_opaque_op_types_are_exactly_the_expected(name: str, tmp_path: Path) -> None:
-    types, _ = opaque_op_types(FAMILIES[name](), tmp_path)
-    assert types == EXPECTED_OPAQUE[name]
+    check_expected_opaque(FAMILIES[name](), tmp_path, EXPECTED_OPAQUE[name])
 
 
 def test_dynamo_opset20_writes_the_standard_gelu_op() -> None:

@@ -21,8 +21,8 @@ from rewrite.errors import ExtractionError
 from rewrite.extract.snapshot import Choice, ENode, Snapshot
 from rewrite.onnx_io.graph import Graph, Node
 from rewrite.ops.base import np_dtype
+from rewrite.ops.parts import node_outputs, part
 from rewrite.ops.registry import lookup
-from rewrite.ops.rnn import PART as RNN_PARTS
 from rewrite.ops.topk import topk_node
 
 
@@ -113,8 +113,8 @@ class _Decoder:
             self.emit_split(node)
         elif node.op == "TopKPart" and not node.domain:
             self.emit_topk(node)
-        elif node.op in RNN_PARTS and not node.domain:
-            self.emit_rnn(node)
+        elif part(node.op, node.domain) is not None:
+            self.emit_part(node)
         elif node.op == "ConstantOfShape" and self.is_new_scalar(cid, node):
             self.emit_scalar(cid, node)
         else:
@@ -172,24 +172,37 @@ class _Decoder:
         ins, at = list(proto.input), list(proto.attribute)
         self.nodes.append(Node("TopK", ins, outs, name=self.node_name(outs, None), attributes=at))
 
-    def emit_rnn(self, node: ENode) -> None:
-        """One LSTM / GRU / RNN for the chosen parts of one (op, attributes, inputs): their
-        names as its outputs, outputs no class chose left out (`ops.rnn`)."""
-        key = (node.op, tuple(node.children), *node.args[:-1])
-        if key in self.rnns_done:
+    def emit_part(self, node: ENode) -> None:
+        """One ONNX node for the chosen parts of one (op, attributes, inputs) (`ops.parts`):
+        their names as its outputs, outputs no class chose left out (a required one: fresh)."""
+        key = self.part_key(node)
+        if key in self.parts_done:
             return
-        self.rnns_done.add(key)
-        parts = self.rnn_parts.get(key, {})
-        outs = [self.name_of(parts[i]) if i in parts else "" for i in range(max(parts) + 1)]
-        spec = lookup(node.op)
-        assert spec is not None and spec.egg is not None and spec.egg.from_egg is not None
-        given = {a[0]: v for a, v in zip(spec.egg.attrs, node.args, strict=True) if v != a[2]}
-        attrs = [helper.make_attribute(k, v) for k, v in spec.egg.from_egg(given).items()]
+        self.parts_done.add(key)
+        p = part(node.op, node.domain)
+        spec = lookup(node.op, node.domain)
+        assert p is not None and spec is not None and spec.egg is not None
+        named = {i: self.name_of(c) for i, c in self.part_classes.get(key, {}).items()}
+        outs = node_outputs(p, named, lambda: self.fresh("unused"))
+        given = {
+            a[0]: list(v) if a[1] == "VecI" else v
+            for a, v in zip(spec.egg.attrs[:-1], node.args[:-1], strict=True)  # index last
+            if v != a[2]
+        }
+        if spec.egg.from_egg is not None:
+            given = spec.egg.from_egg(given)
+        attrs = [helper.make_attribute(k, v) for k, v in given.items() if k != "index"]
         inputs = [self.name_of(k) for k in node.children]
         while inputs and not inputs[-1]:
             inputs.pop()
         name = self.node_name([o for o in outs if o], None)
-        self.nodes.append(Node(spec.op_type, inputs, outs, name=name, attributes=attrs))
+        self.nodes.append(Node(p.op, inputs, outs, name=name, domain=p.domain, attributes=attrs))
+
+    @staticmethod
+    def part_key(node: ENode) -> tuple[object, ...]:
+        """What the parts of one ONNX node share: op, domain, inputs, attributes but index."""
+        args = tuple(tuple(a) if isinstance(a, list) else a for a in node.args[:-1])
+        return (node.op, node.domain, tuple(node.children), args)
 
     def unused_piece(self, piece: tuple[int, int, tuple[int, ...], int]) -> str:
         """The name of a piece no class chose: its original value's when free, else fresh."""
@@ -334,8 +347,8 @@ class _Decoder:
         self.splits_done: set[tuple[int, int, tuple[int, ...]]] = set()
         self.topk_parts: dict[tuple[int, ...], dict[int, int]] = {}
         self.topks_done: set[tuple[int, ...]] = set()
-        self.rnn_parts: dict[tuple[object, ...], dict[int, int]] = {}
-        self.rnns_done: set[tuple[object, ...]] = set()
+        self.part_classes: dict[tuple[object, ...], dict[int, int]] = {}
+        self.parts_done: set[tuple[object, ...]] = set()
         for cid, node in self.choice.picks.items():
             if node.op == "Out":
                 self.out_classes.setdefault(node.children[0], {})[node.args[0]] = cid
@@ -346,9 +359,9 @@ class _Decoder:
             elif node.op == "TopKPart" and not node.domain:
                 tkey = (node.children[0], *node.args[:3])
                 self.topk_parts.setdefault(tkey, {})[node.args[3]] = cid
-            elif node.op in RNN_PARTS and not node.domain:
-                rkey = (node.op, tuple(node.children), *node.args[:-1])
-                self.rnn_parts.setdefault(rkey, {})[node.args[-1]] = cid
+            elif part(node.op, node.domain) is not None:
+                pkey = self.part_key(node)
+                self.part_classes.setdefault(pkey, {})[int(node.args[-1])] = cid
         self.piece_names: dict[tuple[int, int, tuple[int, ...], int], list[str]] = {}
         for cls in self.snap:  # pieces no class chose keep their original names
             for n in cls.nodes:

@@ -29,6 +29,7 @@ from rewrite.egraph.opaque import OpaqueEntry, opaque_entry, opaque_key
 from rewrite.egraph.schema import DOMAIN_PREFIX, SYM_BASE, egg_name, program, writable
 from rewrite.onnx_io.graph import Graph, Node, release_pages
 from rewrite.ops.base import EggSig, OpSpec, TensorType, onnx_dtype
+from rewrite.ops.parts import DROPPABLE
 from rewrite.ops.registry import lookup, second_forms
 
 _SMALL_CONST = 4096  # constants up to this many elements are checked for all-0 / all-1
@@ -148,7 +149,7 @@ class _Encoder:
     def node(self, n: Node) -> None:
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and self.constant(n):
             return
-        if encode_parts(self, n):  # Split, TopK, LSTM/GRU/RNN: one term per output
+        if encode_parts(self, n):  # Split, TopK, `ops.parts.PARTS`: one term per output
             return
         term = self.typed_term(n)
         for spec in second_forms(n.op_type, n.domain) if term is None else []:
@@ -195,13 +196,10 @@ class _Encoder:
         outputs = n.outputs
         if n.op_type == "Dropout":
             # Inference semantics: ratio is irrelevant; training_mode must be absent/false.
-            if len(outputs) > 1 and outputs[1] and self.used(outputs[1]):
-                return None
             if len(inputs) > 2 and inputs[2] and not self.is_false(inputs[2]):
                 return None
             inputs = inputs[:1]
-            outputs = outputs[:1]
-        elif len(outputs) != 1:
+        if len(outputs) != 1 and not self.drops_extra_outputs(n, domain):
             return None
         attrs = n.attrs
         if n.op_type == "Dropout":
@@ -235,6 +233,13 @@ class _Encoder:
             return None
         tensors = [self.ref(inputs[i]) for i in range(n_total) if i not in sig.const_inputs]
         return f"({egg_name(spec, n_tensors)} {' '.join(args + tensors)})"
+
+    def drops_extra_outputs(self, n: Node, domain: str) -> bool:
+        """Whether `n` is typed as its output 0: its op is in `ops.parts.DROPPABLE`, output 0
+        is named, and no extra output is used (read by a node or a graph output)."""
+        if (n.op_type, domain) not in DROPPABLE or not n.outputs or not n.outputs[0]:
+            return False
+        return not any(o and self.used(o) for o in n.outputs[1:])
 
     def typed_args(
         self, n: Node, sig: EggSig, attrs: dict[str, Any], inputs: list[str]

@@ -1,11 +1,14 @@
 """Multi-output ONNX nodes encoded as one typed term per output (used by `egraph.encode`).
 
-Contract: `encode_parts(enc, n)` binds every named output of a default-domain Split, TopK,
-LSTM, GRU or RNN node `n` to its `*Part` term and returns True, or binds nothing and returns
+Contract: `encode_parts(enc, n)` binds every named output of a Split, TopK or an op of
+`ops.parts.PARTS` `n` to its `*Part` term and returns True, or binds nothing and returns
 False (the node is then typed another way or kept opaque):
 - Split with static sizes: `(SplitPart axis sizes i x)` per output (`ops.split`);
 - TopK with a constant K: `(TopKPart axis largest k i x)` per output (`ops.topk`);
-- LSTM / GRU / RNN: `(<op>Part attrs... i inputs...)` per named output i (`ops.rnn`).
+- an op of `ops.parts.PARTS` (LSTM, GRU, RNN, LayerNormalization, SkipLayerNormalization,
+  SkipSimplifiedLayerNormalization): `(<op>Part attrs... i inputs...)` per named output i
+  whose index the part accepts. An op of `ops.parts.DROPPABLE` takes this form only when one
+  of its extra outputs is used; else `encode.typed_term` types it as its output 0.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import onnx
 from rewrite.egraph.literals import vec
 from rewrite.onnx_io.graph import Graph, Node
 from rewrite.ops.base import UNKNOWN, OpCall, OpSpec, TensorType
-from rewrite.ops.rnn import N_OUTPUTS as RNN_OUTPUTS
+from rewrite.ops.parts import DROPPABLE, PART_OF, part
 from rewrite.ops.split import split_plan
 from rewrite.ops.topk import topk_plan
 
@@ -39,17 +42,22 @@ class _Encoder(Protocol):
 
     def typed_term(self, n: Node, form: OpSpec | None = None) -> str | None: ...
 
+    def used(self, value: str) -> bool: ...
+
 
 def encode_parts(enc: _Encoder, n: Node) -> bool:
     """Bind `n`'s outputs to `*Part` terms (module docstring); False when it has none."""
-    if n.domain not in ("", "ai.onnx"):
+    domain = "" if n.domain == "ai.onnx" else n.domain
+    name = PART_OF.get((n.op_type, domain))
+    if name is not None:
+        extra_used = any(o and enc.used(o) for o in n.outputs[1:])
+        return (extra_used or (n.op_type, domain) not in DROPPABLE) and _parts(enc, n, name)
+    if domain:
         return False
     if n.op_type == "Split":
         return _split(enc, n)
     if n.op_type == "TopK":
         return _topk(enc, n)
-    if n.op_type in RNN_OUTPUTS:
-        return _rnn(enc, n)
     return False
 
 
@@ -89,16 +97,22 @@ def _topk(enc: _Encoder, n: Node) -> bool:
     return True
 
 
-def _rnn(enc: _Encoder, n: Node) -> bool:
-    """An LSTM, GRU or RNN: `(<op>Part attrs... i inputs...)` per named output i
-    (`ops.rnn`); False (opaque) when the node does not fit the typed form."""
+def _parts(enc: _Encoder, n: Node, name: str) -> bool:
+    """`(<name> attrs... i inputs...)` per named output i (`ops.parts`); False (opaque) when
+    the node does not fit the typed form or a used output is one the part does not accept."""
+    p = part(name, n.domain)
+    assert p is not None
     terms = []
     for i, o in enumerate(n.outputs):
         if not o:
             continue
+        if not p.accepts(i):
+            if enc.used(o):
+                return False
+            continue  # an unused output the part cannot stand for: left unbound
         attrs = [*n.attributes, onnx.helper.make_attribute("index", i)]
-        part = Node(f"{n.op_type}Part", list(n.inputs), [o], domain=n.domain, attributes=attrs)
-        term = enc.typed_term(part)
+        node = Node(name, list(n.inputs), [o], domain=n.domain, attributes=attrs)
+        term = enc.typed_term(node)
         if term is None:
             return False
         terms.append((o, term))

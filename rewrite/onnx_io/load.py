@@ -18,6 +18,7 @@ from onnx import external_data_helper, numpy_helper, version_converter
 
 from rewrite.errors import ModelError
 from rewrite.onnx_io.graph import Graph, Node
+from rewrite.onnx_io.resize10 import keep_resize_meaning
 from rewrite.onnx_io.scan8 import keep_scan_batch
 from rewrite.onnx_io.shapes import (
     PROTO_LIMIT,
@@ -240,8 +241,11 @@ def _upgrade(
             restore_stubs(converted, model)
             if opset < 9:  # the converter drops Scan-8's batch axis from the interface only
                 keep_scan_batch(light, converted, where)
+            keep_resize_meaning(model, converted, opset, where)
             if converted.ByteSize() < PROTO_LIMIT:
                 onnx.checker.check_model(converted)
+        except ModelError:
+            raise
         except Exception as e:  # the converter fails with bare C++ assertions
             raise ModelError(
                 f"{where}: opset {opset} is older than supported {min_opset} and could not "

@@ -48,6 +48,7 @@ from rewrite.ops import (  # noqa: F401  (import order: the registry must exist 
     scatter,
     shape,
     slice,
+    softmax,
     split,
     topk,
     transpose,

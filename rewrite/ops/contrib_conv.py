@@ -28,7 +28,14 @@ from onnx import TensorProto
 from rewrite.ops._z3 import const, float_only, relu, vmap
 from rewrite.ops.activation_z3 import f32_attr, hard_sigmoid, z3_max, z3_min
 from rewrite.ops.base import EggSig, OpCall, OpSpec, TensorType, fail
-from rewrite.ops.conv import _conv_attr_values, _conv_flops, _conv_infer, _conv_ref, _z3_conv
+from rewrite.ops.conv import (
+    CONV_ATTRS,
+    _conv_attr_values,
+    _conv_flops,
+    _conv_infer,
+    _conv_ref,
+    _z3_conv,
+)
 from rewrite.ops.registry import register
 from rewrite.ops.unary import TANH, z3_sigmoid
 
@@ -168,15 +175,6 @@ def _attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
     return _conv_attr_values(name, inputs)
 
 
-_CONV_ATTRS = (
-    ("auto_pad", "String", "NOTSET"),
-    ("dilations", "VecI", ()),
-    ("group", "i64", 1),
-    ("kernel_shape", "VecI", ()),
-    ("pads", "VecI", ()),
-    ("strides", "VecI", ()),
-)
-
 register(
     OpSpec(
         "FusedConv",
@@ -189,7 +187,7 @@ register(
                 ("activation", "String", ""),
                 ("alpha", "f64", 0.0),
                 ("beta", "f64", 0.0),
-                *_CONV_ATTRS,
+                *CONV_ATTRS,
             ),
             n_inputs=4,
             optional=2,

@@ -13,8 +13,11 @@ input and skip have rank 2 or 3, skip input's shape or a trailing part of it (th
 reads it at `offset % size`); gamma, beta and bias are (C,). epsilon is a float32 attribute
 (schema default 1e-12).
 
-Typed with only Y used: a node that declares the extra outputs (mean, inv_std_var,
-input_skip_bias_sum) stays opaque. SkipSimplifiedLayerNormalization: the reference and the Z3
+Typed as Y when no extra output is used; with input_skip_bias_sum (output 3) used, as
+`(<op>Part epsilon index inputs...)` per output, index 0 or 3 (`ops.parts`): output 3 is
+v = (input + skip) (+ bias) in the input's dtype (float16: in float32, rounded once), bit for
+bit ORT's. mean and inv_std_var (outputs 1, 2) have no typed form: ORT's CPU kernel never
+writes them. SkipSimplifiedLayerNormalization: the reference and the Z3
 semantics are that order, bit for bit what ORT 1.32 computes (float16: not checked).
 SkipLayerNormalization: ORT 1.32's kernel fits neither the order above in float32 (its
 single-pass variance even overflows where ORT's does not) nor a float64 one, nor Eigen's
@@ -150,6 +153,70 @@ def _eps_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
     return [1e-12, 1e-5] if name == "epsilon" else None
 
 
+def _sum_output(call: OpCall, arrays: list[Any], simplified: bool) -> Array:
+    """input + skip (+ bias), in the input's dtype (numpy arrays or Z3 terms; float16 via a
+    float32 sum, rounded once, as ORT's kernel)."""
+    x, skip, _, _, bias = _parts(call, list(arrays), simplified)
+    first = x.flat[0]
+    if isinstance(first, z3.ExprRef):
+        half = current_model() == IEEE and z3.is_fp(first) and first.sort() == z3.Float16()
+        to = (lambda a: vmap(lambda t: z3.fpToFP(RNE, t, z3.Float32()), a)) if half else None
+        terms = [a if a is None or to is None else to(a) for a in (x, skip, bias)]
+        v = terms[0] + terms[1] if terms[2] is None else terms[0] + terms[1] + terms[2]
+        return vmap(lambda t: z3.fpToFP(RNE, t, first.sort()), v) if half else v
+    dt = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
+    with np.errstate(all="ignore"):
+        v = x.astype(dt) + skip.astype(dt)
+        v = v if bias is None else v + bias.astype(dt)
+    return np.asarray(v, dtype=dt).astype(x.dtype)
+
+
+def _part(simplified: bool) -> OpSpec:
+    """`<op>Part`: output `index` (0: Y, 3: input_skip_bias_sum) of the skip normalization."""
+    op = "SkipSimplifiedLayerNormalization" if simplified else "SkipLayerNormalization"
+    whole = (_reference(simplified), _z3(simplified))
+
+    def index(call: OpCall) -> int:
+        i = int(call.attr("index", 0))
+        if i not in (0, 3):
+            raise fail(call, f"index {i}: ORT's CPU kernel writes outputs 0 and 3 only")
+        return i
+
+    def infer(call: OpCall) -> list[TensorType]:
+        index(call)
+        return _skip_infer(call)
+
+    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        return (
+            whole[0](call, arrays) if index(call) == 0 else [_sum_output(call, arrays, simplified)]
+        )
+
+    def semantics(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+        float_only(call)
+        return (
+            whole[1](call, arrays) if index(call) == 0 else [_sum_output(call, arrays, simplified)]
+        )
+
+    return OpSpec(
+        f"{op}Part",
+        infer,
+        reference,
+        per_element(7 if simplified else 10),
+        domain=MS,
+        egg=EggSig(
+            attrs=(*_EPS, ("index", "i64", 0)), n_inputs=5 - simplified, optional=2 - simplified
+        ),
+        z3=semantics,
+        attr_values=_part_values,
+        onnx_op=op,
+        doc=f"{op}Part(...): output `index` (0: output, 3: input_skip_bias_sum) of an {op}",
+    )
+
+
+def _part_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    return [0, 3] if name == "index" else _eps_values(name, inputs)
+
+
 _EPS = (("epsilon", "f64", 1e-12),)
 _FLOAT = (TensorProto.FLOAT,)
 
@@ -181,3 +248,5 @@ register(
         doc="SkipSimplifiedLayerNormalization = RMSNorm(input + skip + bias)·gamma",
     )
 )
+register(_part(False))
+register(_part(True))

@@ -277,6 +277,17 @@ def _conv_flops(call: OpCall, outputs: list[TensorType]) -> float:
     return 2.0 * y * math.prod(ws[1:]) + (y if call.has_input(2) else 0)  # type: ignore[arg-type]
 
 
+CONV_ATTRS: tuple[tuple[str, str, Any], ...] = (
+    ("auto_pad", "String", "NOTSET"),
+    ("dilations", "VecI", ()),
+    ("group", "i64", 1),
+    ("kernel_shape", "VecI", ()),
+    ("pads", "VecI", ()),
+    ("strides", "VecI", ()),
+)
+"""Conv's attributes in the typed form (name, egglog sort, default), sorted by name; shared by
+ConvTranspose and FusedConv."""
+
 register(
     OpSpec(
         "Conv",
@@ -284,14 +295,7 @@ register(
         _conv_ref,
         _conv_flops,
         egg=EggSig(
-            attrs=(
-                ("auto_pad", "String", "NOTSET"),
-                ("dilations", "VecI", ()),
-                ("group", "i64", 1),
-                ("kernel_shape", "VecI", ()),
-                ("pads", "VecI", ()),
-                ("strides", "VecI", ()),
-            ),
+            attrs=CONV_ATTRS,
             n_inputs=3,
             optional=1,
         ),

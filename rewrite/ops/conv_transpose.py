@@ -33,6 +33,7 @@ from rewrite.ops._z3 import const, float_only
 from rewrite.ops.base import Dim, EggSig, OpCall, OpSpec, Shape, TensorType, fail
 from rewrite.ops.conv import (
     AUTO_PADS,
+    CONV_ATTRS,
     Window,
     _check_channels,
     _kernel,
@@ -127,11 +128,18 @@ def _plan(call: OpCall, x_shape: tuple[int, ...]) -> tuple[Window, list[int], li
     return w, out_sp, begins, buf
 
 
-def _ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+def _unpack(
+    call: OpCall, arrays: list[Array | None]
+) -> tuple[Array, Array, Array | None, int, int]:
+    """X, W, B (None when omitted), the spatial rank and `group`."""
     x, wt = arrays[0], arrays[1]
     assert x is not None and wt is not None
     b = arrays[2] if len(arrays) > 2 else None
-    n, g = x.ndim - 2, int(call.attr("group", 1))
+    return x, wt, b, x.ndim - 2, int(call.attr("group", 1))
+
+
+def _ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    x, wt, b, n, g = _unpack(call, arrays)
     w, out_sp, begins, buf_sp = _plan(call, x.shape)
     N, C, Mg = x.shape[0], x.shape[1], wt.shape[1]
     xg = x.astype(np.float64).reshape(N, g, C // g, *x.shape[2:])
@@ -151,10 +159,7 @@ def _z3(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     """Y[n, m, o...] = (0 + Σ_taps Σ_c X[n, c, i]·W[c, m, k]) (+ B[m]) with o = i·s + k·d -
     begin, the taps added in kernel order (col2im) after the channel sums (the GEMM)."""
     float_only(call)
-    x, wt = arrays[0], arrays[1]
-    assert x is not None and wt is not None
-    b = arrays[2] if len(arrays) > 2 else None
-    n, g = x.ndim - 2, int(call.attr("group", 1))
+    x, wt, b, n, g = _unpack(call, arrays)
     w, out_sp, begins, buf_sp = _plan(call, x.shape)
     N, C, Mg = x.shape[0], x.shape[1], wt.shape[1]
     cg = C // g
@@ -218,15 +223,8 @@ register(
         _ref,
         _flops,
         egg=EggSig(
-            attrs=(
-                ("auto_pad", "String", "NOTSET"),
-                ("dilations", "VecI", ()),
-                ("group", "i64", 1),
-                ("kernel_shape", "VecI", ()),
-                ("output_padding", "VecI", ()),
-                ("output_shape", "VecI", ()),
-                ("pads", "VecI", ()),
-                ("strides", "VecI", ()),
+            attrs=tuple(  # sorted by name, as Conv's: output_* after kernel_shape
+                sorted((*CONV_ATTRS, ("output_padding", "VecI", ()), ("output_shape", "VecI", ())))
             ),
             n_inputs=3,
             optional=1,

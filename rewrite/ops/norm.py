@@ -1,19 +1,19 @@
-"""Normalizations: LayerNormalization, BatchNormalization (inference), InstanceNormalization,
-and Softmax / LogSoftmax (Hardmax: `hardmax.py`).
+"""Normalizations: LayerNormalization, BatchNormalization (inference) and
+SimplifiedLayerNormalization (InstanceNormalization: `instance_norm.py`; Softmax: `softmax.py`).
 
 Contract: LayerNormalization(X, Scale[, B]) normalizes over axes [axis, rank) (axis = -1):
 Y = (X - mean) / sqrt(var + epsilon) · Scale + B; optional outputs Mean and InvStdDev have
-X's shape with the normalized axes set to 1, in the `stash_type` dtype (FLOAT).
+X's shape with the normalized axes set to 1, in the `stash_type` dtype (FLOAT); typed with
+an output used as `(LayerNormalizationPart axis epsilon stash_type index X Scale B)`
+(`ops.parts`): Mean as ORT 1.32 gives it bit for bit (float64 sum, rounded once);
+InvStdDev exact in reals, in floats float64 (two-pass variance) rounded once: within 2 ulps of
+ORT's where |mean| is not far above the row's spread, up to ~500 ulps where it is (ORT's
+variance order is not replayed).
 BatchNormalization(X, scale, B, mean, var) at inference: per channel (axis 1),
 Y = (X - mean) / sqrt(var + epsilon) · scale + B; typed (one output, no training_mode
 attribute) as `(BatchNormalization epsilon momentum X scale B mean var)`, its Z3 semantics in
 the order ORT's kernel computes it: s = scale · (1 / sqrt(var + epsilon)),
-Y = X·s + (B - mean·s). InstanceNormalization: `instance_norm.py`. Softmax along `axis`
-from opset 13 (default -1); before 13 (default axis 1) over X coerced to 2-D at `axis` (dims
-[0, axis) x [axis, rank)). All keep X's dtype and shape. Softmax and LogSoftmax are typed,
-`(LogSoftmax axis X)`, with Z3 semantics in ORT's order (x - max first; LogSoftmax:
-(x - max) - log(sum(exp(x - max)))), exact in reals with exp and log as UFs; in floats not
-bit-exact (MLAS's exp and log).
+Y = X·s + (B - mean·s). InstanceNormalization: `instance_norm.py`.
 
 SimplifiedLayerNormalization(X, scale) (RMSNorm; ORT registers it in the ONNX domain "", not
 in com.microsoft) normalizes over axes [axis, rank): Y = X / sqrt(mean(X²) + epsilon) · scale;
@@ -27,14 +27,12 @@ elements) takes ORT's other path: float64 throughout, rounded once (as LayerNorm
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import reduce
 from typing import Any
 
 import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
 from onnx import TensorProto
 
-from rewrite.ops._unary_z3 import z3_log
 from rewrite.ops._z3 import (
     IEEE,
     RNE,
@@ -45,15 +43,15 @@ from rewrite.ops._z3 import (
     square_root,
     vmap,
 )
-from rewrite.ops.base import EggSig, OpCall, OpSpec, ReferenceFn, TensorType, broadcast, fail
+from rewrite.ops.base import EggSig, OpCall, OpSpec, TensorType, broadcast, fail
 from rewrite.ops.elementwise import per_element
 from rewrite.ops.registry import register
-from rewrite.ops.unary import EXP, SQRT
+from rewrite.ops.unary import SQRT
 
 Array = np.ndarray
 
 
-def _axis(call: OpCall, rank: int | None, default: int) -> int | None:
+def norm_axis(call: OpCall, rank: int | None, default: int) -> int | None:
     """`axis` normalized to [0, rank); None when the rank is unknown."""
     axis = int(call.attr("axis", default))
     if rank is None:
@@ -65,8 +63,13 @@ def _axis(call: OpCall, rank: int | None, default: int) -> int | None:
 
 def _layer_norm_infer(call: OpCall) -> list[TensorType]:
     """Y: X's type; Mean, InvStdDev: X's shape with axes >= axis set to 1, stash dtype."""
+    return _layer_norm_types(call)[: max(1, call.n_outputs)]
+
+
+def _layer_norm_types(call: OpCall) -> list[TensorType]:
+    """[Y, Mean, InvStdDev]'s types (`_layer_norm_infer`)."""
     x = call.input(0)
-    axis = _axis(call, x.rank, -1)
+    axis = norm_axis(call, x.rank, -1)
     stat_shape = None
     if x.shape is not None and axis is not None:
         stat_shape = (*x.shape[:axis], *[1] * (len(x.shape) - axis))
@@ -77,14 +80,19 @@ def _layer_norm_infer(call: OpCall) -> list[TensorType]:
             if s is not None and broadcast(normalized, s) != normalized:
                 raise fail(call, f"input {i} of shape {s} does not broadcast to {normalized}")
     stat = TensorType(int(call.attr("stash_type", TensorProto.FLOAT)), stat_shape)
-    return [x, stat, stat][: max(1, call.n_outputs)]
+    return [x, stat, stat]
 
 
 def _layer_norm_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    return _layer_norm_all(call, arrays)[: max(1, call.n_outputs)]
+
+
+def _layer_norm_all(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """[Y, Mean, InvStdDev] in float64, each rounded once."""
     x, scale = arrays[0], arrays[1]
     assert x is not None and scale is not None
     b = arrays[2] if len(arrays) > 2 else None
-    axis = _axis(call, x.ndim, -1)
+    axis = norm_axis(call, x.ndim, -1)
     axes = tuple(range(axis or 0, x.ndim))
     x64 = x.astype(np.float64)
     mean = x64.mean(axis=axes, keepdims=True)
@@ -95,7 +103,7 @@ def _layer_norm_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     if b is not None:
         y = y + b
     stash = np.dtype(np.float32) if call.attr("stash_type", 1) == 1 else x.dtype
-    return [y.astype(x.dtype), mean.astype(stash), inv.astype(stash)][: max(1, call.n_outputs)]
+    return [y.astype(x.dtype), mean.astype(stash), inv.astype(stash)]
 
 
 def _channel(x: Array, v: Array) -> Array:
@@ -153,72 +161,6 @@ def _batch_norm_attr_values(name: str, inputs: list[TensorType]) -> list[Any] | 
     return [0.9] if name == "momentum" else None
 
 
-def _softmax_infer(call: OpCall) -> list[TensorType]:
-    """Y: X's type (the axis is checked against X's rank)."""
-    x = call.input(0)
-    _axis(call, x.rank, -1 if call.opset >= 13 else 1)
-    return [x]
-
-
-def _along_axis(fn: Callable[[Array, int], Array]) -> ReferenceFn:
-    """Apply `fn(x, axis)` in float64: at `axis` (opset >= 13) or on X coerced to 2-D."""
-
-    def reference(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-        x = arrays[0]
-        assert x is not None
-        x64 = x.astype(np.float64)
-        if call.opset >= 13:
-            return [fn(x64, _axis(call, x.ndim, -1) or 0).astype(x.dtype)]
-        axis = _axis(call, x.ndim, 1) or 0
-        rows = int(np.prod(x.shape[:axis], dtype=np.int64))
-        return [fn(x64.reshape(rows, -1), 1).reshape(x.shape).astype(x.dtype)]
-
-    return reference
-
-
-def _softmax(x: Array, axis: int) -> Array:
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def _log_softmax(x: Array, axis: int) -> Array:
-    z = x - x.max(axis=axis, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
-
-
-def _max_along(x: Array, axis: int) -> Array:
-    """max over `axis` (kept, size 1) of a Z3 term array: the first greatest, as a loop does."""
-    moved = np.moveaxis(x, axis, -1)
-    out = np.empty(moved.shape[:-1], dtype=object)
-    for idx in np.ndindex(out.shape):
-        out[idx] = reduce(lambda a, b: z3.If(b > a, b, a), list(moved[idx]))
-    return np.expand_dims(out, axis)
-
-
-def _z3_softmax(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """exp(x - max) / sum(exp(x - max), axis), as ORT computes it (opset >= 13): in reals equal
-    to exp(x) / sum(exp(x)), in floats finite where that form overflows."""
-    float_only(call)
-    x = arrays[0]
-    assert x is not None
-    axis = _axis(call, x.ndim, -1) or 0
-    x = x - _max_along(x, axis)
-    e = vmap(EXP, x)
-    return [e / e.sum(axis=axis, keepdims=True)]
-
-
-def _z3_log_softmax(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-    """(x - max) - log(sum(exp(x - max), axis)), as ORT computes it (opset >= 13): exact in
-    reals (exp and log the UFs), in floats only up to the kernel's exp/log (not bit-exact)."""
-    float_only(call)
-    x = arrays[0]
-    assert x is not None
-    axis = _axis(call, x.ndim, -1) or 0
-    z = x - _max_along(x, axis)
-    total = vmap(EXP, z).sum(axis=axis, keepdims=True)
-    return [z - vmap(z3_log, total)]
-
-
 def _z3_layer_norm(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     """(x - mean) / sqrt(var + epsilon) · scale + bias over axes [axis, rank), in reals; in
     IEEE floats computed in float64 and rounded to the input's type once, as ORT's kernel
@@ -235,13 +177,54 @@ def _z3_layer_norm(call: OpCall, arrays: list[Array | None]) -> list[Array]:
 
 
 def _layer_norm_terms(call: OpCall, x: Array, scale: Array, b: Array) -> Array:
-    axes = tuple(range(_axis(call, x.ndim, -1) or 0, x.ndim))
+    mean, inv = _layer_norm_stats(call, x)
+    return (x - mean) * inv * scale + b
+
+
+def _layer_norm_stats(call: OpCall, x: Array) -> tuple[Array, Array]:
+    """(mean, 1 / sqrt(var + epsilon)) over axes [axis, rank), kept as 1 (var two-pass)."""
+    axes = tuple(range(norm_axis(call, x.ndim, -1) or 0, x.ndim))
     n = int(np.prod([x.shape[a] for a in axes]))
     mean = x.sum(axis=axes, keepdims=True) / n
     var = ((x - mean) * (x - mean)).sum(axis=axes, keepdims=True) / n
     eps = _epsilon(call, float, var.flat[0])
-    inv = vmap(lambda v: 1 / square_root(v + eps, SQRT), var)
-    return (x - mean) * inv * scale + b
+    return mean, vmap(lambda v: 1 / square_root(v + eps, SQRT), var)
+
+
+def _z3_layer_norm_part(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    """Output `index` of LayerNormalization: 0 is `_z3_layer_norm` (the same term: the part
+    and the single-output op are provably equal); 1 and 2 are `_layer_norm_stats`' mean and
+    inverse standard deviation, in IEEE floats computed in float64 and rounded once to the
+    stash dtype (float32 for stash_type 1, else X's)."""
+    index = int(call.attr("index", 0))
+    if index == 0:
+        return _z3_layer_norm(call, arrays)
+    float_only(call)
+    x = arrays[0]
+    assert x is not None
+    if current_model() == IEEE and z3.is_fp(x.flat[0]):
+        stash = z3.Float32() if call.attr("stash_type", 1) == 1 else x.flat[0].sort()
+        wide = vmap(lambda t: z3.fpToFP(RNE, t, z3.Float64()), x)
+        stat = _layer_norm_stats(call, wide)[index - 1]
+        return [vmap(lambda t: z3.fpToFP(RNE, t, stash), stat)]
+    return [_layer_norm_stats(call, x)[index - 1]]
+
+
+def _layer_norm_part_infer(call: OpCall) -> list[TensorType]:
+    index = int(call.attr("index", 0))
+    if not 0 <= index < 3:
+        raise fail(call, f"index {index}")
+    return [_layer_norm_types(call)[index]]
+
+
+def _layer_norm_part_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
+    """Proofs and the self-test: stash_type FLOAT (the only one ORT's kernel has), every index."""
+    values: dict[str, list[Any]] = {"stash_type": [TensorProto.FLOAT], "index": [0, 1, 2]}
+    return values.get(name)
+
+
+def _layer_norm_part_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
+    return [_layer_norm_all(call, arrays)[int(call.attr("index", 0))]]
 
 
 def _epsilon(call: OpCall, kind: Callable[[float], Any], like: Any) -> Any:
@@ -265,7 +248,7 @@ def _rms_norm_ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     cumulative sum); a broadcast scale in float64, rounded once."""
     x, scale = arrays[0], arrays[1]
     assert x is not None and scale is not None
-    axis = _axis(call, x.ndim, -1) or 0
+    axis = norm_axis(call, x.ndim, -1) or 0
     n = int(np.prod(x.shape[axis:], dtype=np.int64))
     dt = x.dtype if scale.size == n else np.dtype(np.float64)
     xs = x.astype(dt)
@@ -286,7 +269,7 @@ def _z3_rms_norm(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     float_only(call)
     x, scale = arrays[0], arrays[1]
     assert x is not None and scale is not None
-    axes = tuple(range(_axis(call, x.ndim, -1) or 0, x.ndim))
+    axes = tuple(range(norm_axis(call, x.ndim, -1) or 0, x.ndim))
     n = int(np.prod([x.shape[a] for a in axes]))
     if scale.size != n and current_model() == IEEE and z3.is_fp(x.flat[0]):
         sort = x.flat[0].sort()
@@ -331,6 +314,20 @@ register(
 )
 register(
     OpSpec(
+        "LayerNormalizationPart",
+        _layer_norm_part_infer,
+        _layer_norm_part_ref,
+        per_element(8),
+        egg=EggSig(attrs=(*_NORM_ATTRS, ("index", "i64", 0)), n_inputs=3),
+        z3=_z3_layer_norm_part,
+        attr_values=_layer_norm_part_values,
+        onnx_op="LayerNormalization",
+        doc="LayerNormalizationPart(...): output `index` (Y, Mean, InvStdDev) of an ONNX "
+        "LayerNormalization (`ops.parts`)",
+    )
+)
+register(
+    OpSpec(
         "BatchNormalization",
         _batch_norm_infer,
         _batch_norm_ref,
@@ -339,25 +336,5 @@ register(
         egg=EggSig(attrs=(("epsilon", "f64", 1e-5), ("momentum", "f64", 0.9)), n_inputs=5),
         z3=_z3_batch_norm,
         attr_values=_batch_norm_attr_values,
-    )
-)
-register(
-    OpSpec(
-        "Softmax",
-        _softmax_infer,
-        _along_axis(_softmax),
-        per_element(5),
-        egg=EggSig(attrs=(("axis", "i64", -1),), n_inputs=1),
-        z3=_z3_softmax,
-    )
-)
-register(
-    OpSpec(
-        "LogSoftmax",
-        _softmax_infer,
-        _along_axis(_log_softmax),
-        per_element(6),
-        egg=EggSig(attrs=(("axis", "i64", -1),), n_inputs=1),
-        z3=_z3_log_softmax,
     )
 )

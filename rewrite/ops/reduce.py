@@ -145,16 +145,22 @@ def _reducer(name: str, fn: Reducer) -> ReferenceFn:
     return reference
 
 
-def _z3_reduce(name: str) -> Callable[[OpCall, list[Array | None]], list[Array]]:
+Z3Fn = Callable[[OpCall, list[Array | None]], list[Array]]
+TermsFn = Callable[[Array, int, tuple[int, ...] | None], Array]
+
+
+def _z3_reduction(check: Callable[[OpCall], int], terms: TermsFn) -> Z3Fn:
     def semantics(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-        """The sum ORT computes, in its order (`_reduce_sum_z3`)."""
-        dtype = check_dtype(call)
+        """`terms(X, dtype, axes)` (X as an object array, the checked dtype, the normalized
+        axes or None for noop_with_empty_axes with none given): keepdims-shaped, squeezed
+        when keepdims=0. An empty X fails."""
+        dtype = check(call)
         x = arrays[0]
         assert x is not None
         if 0 in x.shape:
             raise fail(call, "X is empty")
         norm = resolve_axes(call, x.ndim, arrays[1] if len(arrays) > 1 else None)
-        y = reduce_terms(name, np.asarray(x, dtype=object), dtype, norm)
+        y = terms(np.asarray(x, dtype=object), dtype, norm)
         if norm is not None and not call.attr("keepdims", 1):
             y = np.squeeze(y, axis=norm)
         return [np.asarray(y, dtype=object)]
@@ -162,40 +168,23 @@ def _z3_reduce(name: str) -> Callable[[OpCall, list[Array | None]], list[Array]]
     return semantics
 
 
-def _z3_extremum(name: str) -> Callable[[OpCall, list[Array | None]], list[Array]]:
-    def semantics(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-        """The max or min ORT picks, in its order (`_reduce_extrema`)."""
-        dtype = check_dtype(call)
-        x = arrays[0]
-        assert x is not None
-        if 0 in x.shape:
-            raise fail(call, "X is empty")
-        norm = resolve_axes(call, x.ndim, arrays[1] if len(arrays) > 1 else None)
-        if norm is None:
-            return [np.asarray(x, dtype=object)]
-        y = extremum(name == "ReduceMax", np.asarray(x, dtype=object), dtype, norm)
-        if not call.attr("keepdims", 1):
-            y = np.squeeze(y, axis=norm)
-        return [np.asarray(y, dtype=object)]
-
-    return semantics
+def _z3_reduce(name: str) -> Z3Fn:
+    """The sum ORT computes, in its order (`_reduce_sum_z3`)."""
+    return _z3_reduction(check_dtype, lambda x, dtype, axes: reduce_terms(name, x, dtype, axes))
 
 
-def _z3_norm(name: str) -> Callable[[OpCall, list[Array | None]], list[Array]]:
-    def semantics(call: OpCall, arrays: list[Array | None]) -> list[Array]:
-        """What ORT's kernel computes, in its order (`_reduce_norms`)."""
-        dtype = check_norm_dtype(call)
-        x = arrays[0]
-        assert x is not None
-        if 0 in x.shape:
-            raise fail(call, "X is empty")
-        norm = resolve_axes(call, x.ndim, arrays[1] if len(arrays) > 1 else None)
-        y = norm_terms(name, np.asarray(x, dtype=object), dtype, norm)
-        if norm is not None and not call.attr("keepdims", 1):
-            y = np.squeeze(y, axis=norm)
-        return [np.asarray(y, dtype=object)]
+def _z3_extremum(name: str) -> Z3Fn:
+    """The max or min ORT picks, in its order (`_reduce_extrema`); no axes: X itself."""
 
-    return semantics
+    def terms(x: Array, dtype: int, axes: tuple[int, ...] | None) -> Array:
+        return x if axes is None else extremum(name == "ReduceMax", x, dtype, axes)
+
+    return _z3_reduction(check_dtype, terms)
+
+
+def _z3_norm(name: str) -> Z3Fn:
+    """What ORT's kernel computes, in its order (`_reduce_norms`)."""
+    return _z3_reduction(check_norm_dtype, lambda x, dtype, axes: norm_terms(name, x, dtype, axes))
 
 
 def _axes_values(name: str, inputs: list[TensorType]) -> list[Any] | None:

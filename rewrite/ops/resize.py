@@ -1,5 +1,5 @@
-"""Resize (opset 11+): nearest and bilinear sampling of X on a grid given by constant scales or
-sizes.
+"""Resize (opset 11+): nearest, bilinear and bicubic sampling of X on a grid given by constant
+scales or sizes.
 
 Contract: Resize(X, roi?, scales?, sizes?) -> Y in X's dtype; Y's shape and the sampling grid
 come from the constant roi / scales / sizes and the attributes as ONNX Runtime 1.32's CPU
@@ -16,17 +16,21 @@ tf_crop_and_resize's extrapolation_value). Y = X when Y's shape is X's (ORT copi
   c12 = d2x·d1y, c22 = d1x·d1y (weights from `_resize_grid.linear_axis`), each product and
   sum one float32 operation in that order; extrapolation_value where tf_crop_and_resize
   leaves the input.
+- mode cubic, rank 2 or rank 4 with scales[0] = scales[1] = 1, float32 X, any
+  cubic_coeff_a and exclude_outside: ORT's ResizeBiCubic, 4 taps per row then 4 rows, in its
+  float32 order (`_resize_cubic`), bit for bit.
 
 Typed form: `(Resize mode coordinate_transformation_mode nearest_mode cubic_coeff_a
 exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy X roi scales
-sizes)`, the last three `(Absent)` when omitted. Left opaque (`to_egg` returns None): mode
-cubic, antialias = 1, exclude_outside = 1, and Resize of opset 10 (other inputs; encode).
-Linear on other ranks (trilinear, NHWC) and on integer X has no semantics here: the
-reference and Z3 raise ShapeError, so no proof speaks of it.
+sizes)`, the last three `(Absent)` when omitted. Left opaque (`to_egg` returns None):
+antialias = 1, exclude_outside = 1 outside cubic, and Resize of opset 10 (other inputs;
+encode). Linear on other ranks (trilinear, NHWC), cubic on other ranks / NHWC / non-float32
+X, and linear on integer X have no semantics here: the reference and Z3 raise ShapeError,
+so no proof speaks of them.
 
 Z3 semantics: roi / scales / sizes must be numerals (a constant, or a case's given values:
 `SELF_TEST_VALUES`); the data's terms are gathered (nearest) or combined with float32
-constant weights (linear), in the order above.
+constant weights (linear, cubic), in the orders above.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import onnx
 import z3  # type: ignore[import-untyped]  # ships no type hints
 
 from rewrite.errors import ShapeError
+from rewrite.ops import _resize_cubic as cubic
 from rewrite.ops import _resize_grid as grid
 from rewrite.ops._z3 import FLOAT_DTYPES, const, fp_number
 from rewrite.ops.base import EggSig, OpCall, OpSpec, TensorType, fail
@@ -106,8 +111,9 @@ def _plan(call: OpCall, arrays: list[Any]) -> tuple[Array, grid.Plan]:
     assert x is not None
     operands = ((1, "roi"), (2, "scales"), (3, "sizes"))
     vals = [_numbers(arrays[i] if len(arrays) > i else None, w) for i, w in operands]
-    if (call.attr("antialias", 0) or call.attr("exclude_outside", 0)) or _mode(call) == "cubic":
-        raise ShapeError("Resize: cubic, antialias and exclude_outside are not modelled")
+    mode = _mode(call)
+    if call.attr("antialias", 0) or (call.attr("exclude_outside", 0) and mode != "cubic"):
+        raise ShapeError("Resize: antialias and exclude_outside outside cubic are not modelled")
     return x, grid.plan(call, x.shape, *vals)
 
 
@@ -115,6 +121,8 @@ def _compute(call: OpCall, arrays: list[Any], lift: Callable[[float, Any], Any])
     """Y from X over the grid; `lift(w, like)` makes the float32 weight or the
     extrapolation value w an element like X's."""
     x, p = _plan(call, arrays)
+    if call.attr("mode") == "cubic":
+        cubic.check(x.ndim, p)  # before the copy: ORT refuses the other forms
     if p.out == x.shape:
         return x.copy()
     fill = float(call.attr("extrapolation_value", 0.0) or 0.0)
@@ -131,6 +139,8 @@ def _compute(call: OpCall, arrays: list[Any], lift: Callable[[float, Any], Any])
             y = y.copy()
             y[hole] = lift(fill, x.flat[0])
         return y
+    if call.attr("mode") == "cubic":
+        return cubic.bicubic(call, x, p, fill, lift)
     return _bilinear(call, x, p, fill, lift)
 
 
@@ -160,9 +170,11 @@ def _bilinear(call: OpCall, x: Array, p: grid.Plan, fill: float, lift: Callable)
 def _ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     x = arrays[0]
     assert x is not None
-    linear = (call.attr("mode", "nearest") or "nearest") == "linear"
-    if linear and x.dtype.kind != "f":
+    mode = call.attr("mode", "nearest") or "nearest"
+    if mode == "linear" and x.dtype.kind != "f":
         raise ShapeError("Resize: linear on integer X is not modelled")
+    if mode == "cubic" and x.dtype.kind != "f":  # wider floats: the real-valued checks
+        raise ShapeError("Resize: cubic is modelled for floating X only (ORT's: float32)")
 
     def lift(w: float, like: Any) -> Any:
         return np.asarray(w).astype(x.dtype)
@@ -173,9 +185,11 @@ def _ref(call: OpCall, arrays: list[Array | None]) -> list[Array]:
 def _z3(call: OpCall, arrays: list[Array | None]) -> list[Array]:
     x = arrays[0]
     assert x is not None
-    linear = (call.attr("mode", "nearest") or "nearest") == "linear"
-    if linear and call.input(0).dtype not in FLOAT_DTYPES:
+    mode = call.attr("mode", "nearest") or "nearest"
+    if mode == "linear" and call.input(0).dtype not in FLOAT_DTYPES:
         raise fail(call, "linear is modelled for floating X only")
+    if mode == "cubic" and call.input(0).dtype != FLOAT:
+        raise fail(call, "cubic is modelled for float32 X only (ORT's kernel)")
     dtype = call.input(0).dtype
 
     def lift(w: float, like: Any) -> Any:
@@ -187,10 +201,11 @@ def _z3(call: OpCall, arrays: list[Array | None]) -> list[Array]:
 
 
 def _to_egg(attrs: dict[str, Any]) -> dict[str, Any] | None:
-    """Nearest and linear only: cubic, antialias and exclude_outside stay opaque."""
-    if attrs.get("mode", "nearest") not in ("nearest", "linear"):
+    """Nearest, linear and cubic; antialias (and exclude_outside outside cubic) stay opaque."""
+    mode = attrs.get("mode", "nearest")
+    if mode not in ("nearest", "linear", "cubic") or attrs.get("antialias", 0):
         return None
-    if attrs.get("antialias", 0) or attrs.get("exclude_outside", 0):
+    if attrs.get("exclude_outside", 0) and mode != "cubic":
         return None
     return attrs
 
@@ -202,10 +217,12 @@ def _from_egg(attrs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _flops(call: OpCall, outputs: list[TensorType]) -> float:
-    """Linear: 6 per output element (two lerps of 2 products and a sum); nearest: none."""
+    """Per output element: linear 6 (two lerps of 2 products and a sum), cubic 40 (four
+    4-tap rows of a product and a sum each, then 4 products and sums; ORT's cache of the
+    rows makes it less); nearest none."""
     n = outputs[0].numel if outputs else None
-    linear = (call.attr("mode", "nearest") or "nearest") == "linear"
-    return 6.0 * n if n and linear else 0.0
+    per = {"linear": 6.0, "cubic": 40.0}.get(call.attr("mode", "nearest") or "nearest", 0.0)
+    return per * n if n else 0.0
 
 
 ATTRS = (
@@ -235,7 +252,7 @@ register(
         ),
         z3=_z3,
         input_dtypes=(None, (FLOAT,), (FLOAT,), (INT64,)),
-        doc="Resize(X, roi?, scales?, sizes?): nearest or bilinear sampling (ORT's grid).",
+        doc="Resize(X, roi?, scales?, sizes?): nearest, bilinear or bicubic sampling (ORT's grid).",
     )
 )
 
@@ -248,6 +265,12 @@ SELF_TEST_VALUES: dict[str, list[tuple[dict[str, Any], tuple[int, ...] | None, l
     "Resize": [
         ({}, (1, 2, 3, 3), [None, _f32(1, 1, 2, 2)]),
         ({"mode": "linear"}, (1, 1, 3, 4), [None, _f32(1, 1, 1.5, 0.75)]),
+        ({"mode": "cubic"}, (1, 1, 3, 4), [None, _f32(1, 1, 1.5, 0.75)]),
+        (
+            {"mode": "cubic", "exclude_outside": 1},
+            (3, 2),
+            [None, None, np.array([2, 5], dtype=np.int64)],
+        ),
         (
             {"mode": "linear", "coordinate_transformation_mode": "align_corners"},
             (2, 3),

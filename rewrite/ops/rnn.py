@@ -45,6 +45,7 @@ from onnx import TensorProto as P
 from rewrite.ops._z3 import const, vmap
 from rewrite.ops._z3 import relu as z3_relu
 from rewrite.ops.base import Dim, EggSig, OpCall, OpSpec, TensorType, bytes_moved, fail
+from rewrite.ops.parts import PARTS
 from rewrite.ops.registry import register
 from rewrite.ops.unary import TANH, z3_sigmoid
 
@@ -55,8 +56,8 @@ DEFAULT_ACTS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"),
 ACTIVATIONS = ("sigmoid", "tanh", "relu")
 NO_CLIP = -1.0
 FLT_MAX = float(np.finfo(np.float32).max)
-PART = {"LSTMPart": "LSTM", "GRUPart": "GRU", "RNNPart": "RNN"}
-"""Typed part -> the ONNX op it is an output of."""
+PART = {name: p.op for (name, _), p in PARTS.items() if p.op in GATES}
+"""Typed part -> the ONNX op it is an output of (`ops.parts.PARTS`'s LSTM, GRU and RNN)."""
 
 
 def egg_attrs(op: str) -> tuple[tuple[str, str, Any], ...]:

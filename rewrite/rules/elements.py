@@ -6,7 +6,7 @@ tree of comparisons of `e` or `abs(e)` with a number, `e.is_finite()` / `e.is_na
 `e != 0` holds for NaN, as in numpy) and -0 == 0. The same tree is evaluated three ways:
 
 - on numpy arrays (`holds_np`): which elements of a model's constant satisfy it (the fact the
-  e-graph gets, `(AllElems key w)`, for every constant whose elements all do);
+  e-graph gets, `(AllElems key w)`, for every constant whose elements all do: `install_facts`);
 - on Z3 terms (`holds_z3`): an assumption on each element of a symbolic tensor in the proof
   (floating-point terms with IEEE predicates; real-valued terms are finite and never NaN);
 - `key`: a canonical text that names the condition in egglog.
@@ -14,12 +14,15 @@ tree of comparisons of `e` or `abs(e)` with a number, `e.is_finite()` / `e.is_na
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import z3  # type: ignore[import-untyped]  # ships no type hints
+
+if TYPE_CHECKING:
+    from rewrite.egraph.encode import Encoded
 
 _OPS = ("<", "<=", ">", ">=", "==", "!=")
 
@@ -200,6 +203,14 @@ def fact_lines(conds: list[Cond], consts: dict[str, Any], value_vars: dict[str, 
     return lines
 
 
+def install_facts(enc: Encoded, conds: Sequence[Cond]) -> None:
+    """Assert `(AllElems key c)` in `enc`'s e-graph for every constant `c` of the model whose
+    elements all satisfy a condition of `conds` (the rules' `w.all(...)`)."""
+    lines = fact_lines(list(conds), enc.consts, enc.value_vars)
+    if lines:
+        enc.egraph.parse_and_run_program("\n".join(lines))
+
+
 # -- Z3 ---------------------------------------------------------------------------------------
 
 
@@ -250,4 +261,14 @@ def _z3(c: Cond, x: Any) -> Any:
     }[c.op]
 
 
-__all__ = ["Cond", "Elem", "all_hold", "condition", "fact_lines", "holds_np", "holds_z3", "key"]
+__all__ = [
+    "Cond",
+    "Elem",
+    "all_hold",
+    "condition",
+    "fact_lines",
+    "holds_np",
+    "holds_z3",
+    "install_facts",
+    "key",
+]

@@ -1,9 +1,13 @@
 """`op`: constructors of the typed ops that rules can match and build.
 
 `op.Transpose(x, perm=p)`, `op.Reshape(x, shape=s)`, `op.Cast(x, to=t)`, `op.MatMul(a, b)`,
-`op.ms.QuickGelu(x, alpha=1.0)` (com.microsoft). Keyword arguments are the op's attributes
-and its constant vector inputs (Reshape's `shape`); an attribute left out matches any value on
-a left side and takes its default on a right side. The available ops are the registered ops
+`op.ms.QuickGelu(x, alpha=1.0)` (com.microsoft). An op with typed parts (`ops.parts.PARTS`)
+takes `outputs=n`: `y, mean, inv = op.LayerNormalization(x, s, b, outputs=3)` gives its first
+n outputs, one `<Op>Part(..., index=i)` term each (None for an output the part cannot stand
+for: SkipLayerNormalization's 1 and 2); without `outputs` it is the single-output op.
+Keyword arguments are the op's attributes and its constant vector inputs (Reshape's
+`shape`); an attribute left out matches any value on a left side and takes its default on a
+right side. The available ops are the registered ops
 with a typed e-graph form (`rewrite.ops`, `OpSpec.egg`); `rewrite rules ops` lists them.
 """
 
@@ -17,6 +21,7 @@ import onnx
 
 from rewrite.errors import RuleError
 from rewrite.ops.base import OpSpec
+from rewrite.ops.parts import PART_OF, PARTS
 from rewrite.ops.registry import all_specs, lookup
 from rewrite.rules.language import ABSENT, Absent, App, AttrVar, Expr, Lit, Term, lift, term
 
@@ -140,6 +145,29 @@ def split(x: Term, *, sizes: Sequence[int | Expr], axis: int | None = None) -> t
     return tuple(part(x, axis=axis, sizes=list(sizes), index=i) for i in range(len(sizes)))
 
 
+def _with_outputs(name: str, domain: str, single: Callable[..., App] | None) -> Callable[..., Any]:
+    """`name`'s constructor taking `outputs=n` (module docstring); `single` (the single-output
+    op's, None when it has none) without it."""
+    part_name = PART_OF[(name, domain)]
+    p = PARTS[(part_name, domain)]
+    part = _constructor(lookup(part_name, domain))  # type: ignore[arg-type]
+
+    def build(*given: Term | None, outputs: int | None = None, **attrs: Any) -> Any:
+        if outputs is None and single is not None:
+            return single(*given, **attrs)
+        if not isinstance(outputs, int) or not 1 <= outputs <= p.n_outputs:
+            raise RuleError(f"{name} takes outputs=1 to {p.n_outputs}; got {outputs!r}")
+        if "index" in attrs:
+            raise RuleError(f"{name}: `outputs=n` gives the outputs; index is not an attribute")
+        return tuple(
+            part(*given, **attrs, index=i) if p.accepts(i) else None for i in range(outputs)
+        )
+
+    build.__name__ = name
+    build.__doc__ = part.__doc__
+    return build
+
+
 def _int_or_expr(v: object) -> bool:
     return isinstance(v, int) or (isinstance(v, Expr) and v.kind == "int")
 
@@ -153,6 +181,9 @@ class _Namespace:
         if name.startswith("_"):
             raise AttributeError(name)
         spec = lookup(name, self._domain)
+        if (name, self._domain) in PART_OF:  # several outputs: `outputs=n`
+            single = _constructor(spec) if spec is not None and spec.egg is not None else None
+            return _with_outputs(name, self._domain, single)
         if spec is None or spec.egg is None:
             typed = sorted(typed_ops(self._domain))
             why = "is not an op" if spec is None else "has no typed e-graph form yet"

@@ -139,7 +139,7 @@ def install(
     schema.
     """
     enc.egraph.parse_and_run_program(f"(ruleset {RULES})")
-    element_facts(enc, rulesets)
+    elements.install_facts(enc, [c for rs in rulesets for r in rs for c in r.element_conditions()])
     names: list[str] = []
     scratch: bindings.EGraph | None = None
     for rs in rulesets:
@@ -162,15 +162,6 @@ def install(
                 continue
             names.append(rule.name)
     return names
-
-
-def element_facts(enc: Encoded, rulesets: Sequence[RuleSet]) -> None:
-    """`(AllElems key c)` for every constant `c` of the model whose elements all satisfy a
-    per-element condition (`w.all(...)`) that a rule of `rulesets` states."""
-    conds = [c for rs in rulesets for rule in rs for c in rule.element_conditions()]
-    lines = elements.fact_lines(conds, enc.consts, enc.value_vars)
-    if lines:
-        enc.egraph.parse_and_run_program("\n".join(lines))
 
 
 def _scratch_egraph() -> bindings.EGraph:

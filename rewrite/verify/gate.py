@@ -159,7 +159,11 @@ def _result(
     cx, cx_line = proof["counterexample"], proof["counterexample_line"]
     if not rule.exact and status != PROVED and sampled is not None:
         err = sampled["max_error"]
-        if sampled["samples"] > 0 and err <= tol and not sampled.get("counterexample"):
+        if sampled.get("crashed") and not sampled.get("counterexample"):
+            status = UNKNOWN
+            reason = f"sampling failed on {sampled['crashed']} case(s), a bug of rewrite's"
+            reason += f" ({'; '.join(sampled['notes'])[:300]}): not accepted as approximate"
+        elif sampled["samples"] > 0 and err <= tol and not sampled.get("counterexample"):
             status, reason = APPROXIMATE, f"not exact; sampled max error {err:.3g} <= {tol:g}"
         else:
             status = REFUTED

@@ -8,6 +8,7 @@ holds one session per rewrite root and side, built once per case and run on many
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from rewrite.ops.parts import node_outputs, part
 from rewrite.ops.registry import opset_for
 from rewrite.ops.split import split_part_node
 from rewrite.ops.topk import part_outputs, topk_node
@@ -79,6 +81,10 @@ def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) 
             assert k is not None  # K is an input at opset 17
             nodes.append(node)
             inits.append(k)
+        elif (p := part(spec.name, spec.domain)) is not None:  # one output of `ops.parts`
+            outs = node_outputs(p, {int(call.attrs["index"]): out}, _named(f"{out}/unused"))
+            attrs.pop("index", None)
+            nodes.append(helper.make_node(p.op, ins, outs, domain=p.domain, **attrs))
         else:
             nodes.append(helper.make_node(spec.op_type, ins, [out], domain=t.domain, **attrs))
         names[t] = out
@@ -96,6 +102,10 @@ def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) 
     model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
     return model.SerializeToString()
+
+
+def _named(name: str) -> Callable[[], str]:
+    return lambda: name
 
 
 def _attr(v: Any) -> Any:

@@ -89,7 +89,12 @@ def excuse_overflow(
 
 
 def violation(
-    claim: str, left: Array, right: Array, tolerance: float, exact: Array | None = None
+    claim: str,
+    left: Array,
+    right: Array,
+    tolerance: float,
+    exact: Array | None = None,
+    excused: tuple[Array, Array] | None = None,
 ) -> str:
     """Why ORT outputs `left`, `right` break `claim` ("" when they do not). `exact` (the
     left side in float64, optional): for `exact` and `approximate` claims, an element where
@@ -98,7 +103,9 @@ def violation(
     (and FMA use) of the kernel, as merging two MatMuls into one changes. For `approximate`
     claims, an element the left side overflows (±inf or NaN) where the float64 value is within
     the dtype's range agrees when the right side is within the tolerance of that value: the
-    rewrite removed an intermediate overflow (a scale moved into the weights)."""
+    rewrite removed an intermediate overflow (a scale moved into the weights). `excused`: the
+    sides as `excuse_overflow(left, right, exact, tol)` already gave them (tol: `tolerance`
+    for `approximate` claims, else None), for a caller that computed it."""
     if left.shape != right.shape or left.dtype != right.dtype:
         return (
             f"the sides differ in type: left {left.dtype}{list(left.shape)}, "
@@ -109,7 +116,9 @@ def violation(
         return _at(differ, left, right, "the sides differ") if differ.any() else ""
     if claim != BIT_EXACT_CLAIM:
         tol = tolerance if claim == APPROXIMATE_CLAIM else None
-        left, right = excuse_overflow(left, right, exact, tol)
+        if excused is None:
+            excused = excuse_overflow(left, right, exact, tol)
+        left, right = excused
     ln, rn = np.isnan(left), np.isnan(right)
     if not np.array_equal(ln, rn):
         return _at(ln != rn, left, right, "NaN on one side only")

@@ -44,10 +44,25 @@ LISTED: dict[tuple[str, str], list[tuple[dict[str, Any], list[Array | None]]]] =
 
 
 class Row(Protocol):
+    """What the self-test of listed and value-shaped ops fills of a `selftest.OpRow`."""
+
     cases: int
     reference_mismatches: int
     z3_mismatches: int
     details: list[str]
+
+
+def record_mismatch(row: Row, kind: str, why: str, where: str) -> None:
+    """Count a mismatch of `kind` ("reference" or "Z3") against ORT in `row` when `why` says
+    one ("" when there is none); the first three are kept as details (400 characters each)."""
+    if not why:
+        return
+    if kind == "reference":
+        row.reference_mismatches += 1
+    else:
+        row.z3_mismatches += 1
+    if len(row.details) < 3:
+        row.details.append(f"{kind} vs ORT: {why} for {where}"[:400])
 
 
 def listed(spec: OpSpec) -> bool:
@@ -69,13 +84,7 @@ def check_listed(spec: OpSpec, row: Row) -> None:
                 why = violation(EXACT_CLAIM, got, fn(spec, call, arrays).astype(got.dtype), 0.0)
             except Exception as e:  # semantics that fail where ORT runs are a mismatch
                 why = f"it fails: {type(e).__name__}: {e}"
-            if why:
-                if kind == "reference":
-                    row.reference_mismatches += 1
-                else:
-                    row.z3_mismatches += 1
-                if len(row.details) < 3:
-                    row.details.append(f"{kind} vs ORT: {why} for {attrs}"[:400])
+            record_mismatch(row, kind, why, str(attrs))
 
 
 def _feeds(arrays: list[Array | None]) -> dict[str, Array]:

@@ -17,7 +17,7 @@ rounded to the sort (`_concrete_ufs`).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import onnx
@@ -35,7 +35,7 @@ from rewrite.ops.resize import SELF_TEST_VALUES as RESIZE_VALUES
 from rewrite.ops.rnn import SELF_TEST_VALUES as RNN_VALUES
 from rewrite.verify.ort_sides import run_ort
 from rewrite.verify.refute import EXACT_CLAIM, violation
-from rewrite.verify.selftest_listed import check_listed, listed
+from rewrite.verify.selftest_listed import Row, check_listed, listed, record_mismatch
 from rewrite.verify.semantics import number, uf_applications
 from rewrite.verify.specials import draw_rounds
 
@@ -48,15 +48,6 @@ SELF_TEST_VALUES = {
     **ONEHOT_VALUES,
     **COMPRESS_VALUES,
 }
-
-
-class Row(Protocol):
-    """What this module fills of a `selftest.OpRow`."""
-
-    cases: int
-    reference_mismatches: int
-    z3_mismatches: int
-    details: list[str]
 
 
 def value_shaped(spec: OpSpec) -> bool:
@@ -94,13 +85,7 @@ def _check(spec: OpSpec, row: Row, attrs: dict[str, Any], arrays: list[Array | N
             why = _compare(got, mine)
         except Exception as e:  # semantics that fail where ORT runs are a mismatch
             why = f"it fails: {type(e).__name__}: {e}"
-        if why:
-            if kind == "reference":
-                row.reference_mismatches += 1
-            else:
-                row.z3_mismatches += 1
-            if len(row.details) < 3:
-                row.details.append(f"{kind} vs ORT: {why} for {where}"[:400])
+        record_mismatch(row, kind, why, where)
 
 
 def _types(arrays: list[Array | None]) -> list[TensorType | None]:

@@ -1,7 +1,8 @@
 """Asking Z3 whether the two sides of a case can differ, one element at a time.
 
 `solve(diffs, facts, rhs_defined, timeout_ms, memo)` returns a model where some element
-equality is false (or the right side undefined), or None when none can be; elementwise
+equality is false (or the right side undefined), or None when none can be (a query the
+default solver gives up on is asked once more, split on its if-conditions first); elementwise
 formulas repeat up to renaming, so each query is memoized under a canonical form (its input
 constants renamed in order of occurrence), and a query Z3 gave up on is not asked twice.
 """
@@ -47,6 +48,9 @@ def solve(
         solver.add(*facts_axioms)
         solver.add(z3.Or(goal))
         res = solver.check()
+        if res == z3.unknown:
+            solver = _without_ifs(facts_axioms, goal, timeout_ms)
+            res = solver.check()
         if res == z3.unsat:
             memo[key] = True
             continue
@@ -55,6 +59,19 @@ def solve(
             return None, solver.reason_unknown()
         return _extended(solver.model(), goal, facts_axioms, facts, timeout_ms)
     return None, ""
+
+
+def _without_ifs(facts: list[Any], goal: list[Any], timeout_ms: int) -> Any:
+    """The query for a second try, after the default solver gave up: split on the conditions
+    of its if-terms first (`cofactor-term-ite`). A symbolic index (Gather's
+    `ops.gather._select`) puts sums of products under if-chains, nonlinear real arithmetic
+    the default solver does not decide within seconds even for a 4x2 input; split per index
+    value, both sides are the same sum."""
+    tactic = z3.Then("simplify", "cofactor-term-ite", "simplify", "smt")
+    solver = z3.TryFor(tactic, timeout_ms).solver()  # a tactic solver ignores "timeout"
+    solver.add(*facts)
+    solver.add(z3.Or(goal))
+    return solver
 
 
 def _connected(goal: list[Any], facts: list[Any]) -> list[Any]:

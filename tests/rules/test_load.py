@@ -44,7 +44,7 @@ def test_a_rule_file_loads_its_rulesets(tmp_path: Path) -> None:
 def test_selection_adds_files_to_builtins_and_filters(tmp_path: Path) -> None:
     f = str(write(tmp_path, GOOD))
     names = [rs.name for rs in select_rulesets(rule_files=[f])]
-    assert names == ["cleanup", "constants", "ort", "mine"]
+    assert names == ["cleanup", "constants", "ort", "merge", "mine"]
     (mine,) = select_rulesets(rule_files=[f], names=["mine"])
     assert [r.name for r in mine] == ["relu_relu"], "approximate rules need opting in"
     (mine,) = select_rulesets(rule_files=[f], names=["mine"], allow_approximate=True)

@@ -13,7 +13,7 @@ from rewrite.errors import RuleError
 from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
 from rewrite.verify import cache as proof_cache
 from rewrite.verify.command import add_verify_parser
-from rewrite.verify.gate import APPROXIMATE, PROVED, REFUTED, gate, verify_rules
+from rewrite.verify.gate import APPROXIMATE, PROVED, REFUTED, UNKNOWN, gate, verify_rules
 from rulesets import builtin
 from tests.verify.wrong_rules import CAUSES, WRONG
 
@@ -193,3 +193,32 @@ def test_rewrite_verify_refuses_a_rule_name_optimize_would_refuse(tmp_path: Path
     path.write_text(USER_RULES.replace("neg_neg", "double_neg"))  # a built-in rule's name
     with pytest.raises(RuleError, match=r"'double_neg' is defined twice: cleanup\.py:\d+ "):
         _verify([str(path)])
+
+
+SIGMOID = RuleSet("sigmoid")
+
+
+@SIGMOID.rule(tags=["approximate"])
+def sigmoid_as_tanh(x: Tensor) -> Rewrite:
+    """Sigmoid(x) = 0.5 · (Tanh(0.5 · x) + 1) for float32 (rounding differs)"""
+    return rewrite(op.Sigmoid(x)).to(0.5 * (op.Tanh(0.5 * x) + 1.0), x.dtype == "float32")
+
+
+def test_an_approximate_rule_is_not_accepted_where_its_sampling_crashed(_cache: Path) -> None:
+    """A sampler failure (a bug of ours, `SampleResult.crashed`) leaves gaps in the evidence
+    an approximate rule is accepted on: the rule is `unknown`, not `approximate`. The cached
+    entry of a real run is edited as if Z3 had given up on the proof (so the sample decides),
+    then once more with a crashed case."""
+    rule = next(iter(SIGMOID))
+    (first,) = verify_rules([rule])
+    assert first.status == PROVED and first.max_error is not None, first.message()
+    (entry,) = list(_cache.glob("*.json"))
+    data = json.loads(entry.read_text())
+    data["proof"].update(status=UNKNOWN, reason="Z3 gave up (timeout)")
+    entry.write_text(json.dumps(data))
+    (sampled,) = verify_rules([rule])
+    assert sampled.status == APPROXIMATE, sampled.message()
+    data["sample"].update(crashed=1, notes=["not sampled (TypeError): a bug"])
+    entry.write_text(json.dumps(data))
+    (crashed,) = verify_rules([rule])
+    assert crashed.status == UNKNOWN and "a bug of rewrite's" in crashed.reason
