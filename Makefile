@@ -29,8 +29,10 @@ demo: venv
 	$(VENV)/bin/rewrite optimize examples/models/tiny_bert_block.onnx out/tiny_bert_block.opt.onnx \
 	  --report out/report.json
 
+# Two workers (pytest-xdist): the suite fits in ~6 minutes on a 2-core machine; each worker
+# shares the session's proof cache (tests/conftest.py).
 test: venv
-	$(VENV)/bin/pytest -q -m "not slow"
+	$(VENV)/bin/pytest -q -m "not slow" -n 2 --durations=15
 
 # Newest allowed versions, no cache, a venv of its own; prints what differs from the lock.
 test-latest:
@@ -44,11 +46,11 @@ test-latest:
 	  <($(LATEST)/bin/python -m pip freeze --all --exclude-editable | sed 's/==/=/' \
 	  | tr A-Z a-z | sort -t= -k1,1) | awk -F= '$$2 != $$3 {print "  " $$1 ": locked " $$2 \
 	  ", latest " $$3; n++} END {if (!n) print "  none"}'
-	$(LATEST)/bin/pytest -q -m "not slow" -p no:cacheprovider
+	$(LATEST)/bin/pytest -q -m "not slow" -n 2 -p no:cacheprovider
 
 # Materializes ../shared/corpus once into $(CORPUS) (~1.7 GB) and runs the slow corpus tests.
 test-corpus: venv $(CORPUS)/.done
-	REWRITE_CORPUS=$(CORPUS) $(VENV)/bin/pytest -q -m slow
+	REWRITE_CORPUS=$(CORPUS) $(VENV)/bin/pytest -q -m slow -n 2 --durations=10
 
 $(CORPUS)/.done:
 	@test -d $(SHARED)/corpus || { echo "no corpus at $(SHARED)/corpus (set SHARED=...)"; exit 1; }

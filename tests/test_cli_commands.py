@@ -198,3 +198,17 @@ def test_optimize_refuses_a_model_without_weights_naming_it(
     assert main(["optimize", str(src), str(dst)]) == 1
     assert f"{src}: tensor 'w' declares dims [4, 3] but holds no data" in error_line(capsys)
     assert not dst.exists()
+
+
+def test_rules_ops_lists_every_typed_op_and_the_multi_output_forms(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from rewrite.rules.ops import typed_ops
+
+    assert main(["rules", "ops"]) == 0
+    out = capsys.readouterr().out
+    for name in [*typed_ops(""), *(f"ms.{n}" for n in typed_ops("com.microsoft"))]:
+        assert f"op.{name}(" in out, name
+    assert "op.Split(x, axis=a, sizes=" in out
+    assert "op.LayerNormalization(..., outputs=n)" in out
+    assert "op.ms.SkipLayerNormalization(..., outputs=n)" in out

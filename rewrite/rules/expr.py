@@ -140,6 +140,28 @@ class Call(Expr):
     def __getitem__(self, i: int) -> Call:
         return Call("index", (self, i), "int")
 
+    def _ints(self, what: str) -> None:
+        if self.kind != "ints":
+            raise TypeError(f"{what} applies to an Ints value; {self.fn}(...) is {self.kind}")
+
+    def compose(self, other: Expr) -> Call:
+        """As `Ints.compose`, on a computed Ints (`p.compose(q).compose(r)`)."""
+        self._ints("compose")
+        return Call("compose", (self, other), "ints")
+
+    def is_identity(self) -> Call:
+        """As `Ints.is_identity`, on a computed Ints (`p.compose(q).is_identity()`)."""
+        self._ints("is_identity")
+        return Call("is_identity", (self,), "bool")
+
+    def all_nonzero(self) -> Call:
+        self._ints("all_nonzero")
+        return Call("all_nonzero", (self,), "bool")
+
+    def length(self) -> Call:
+        self._ints("length")
+        return Call("length", (self,), "int")
+
 
 class Ints(AttrVar):
     """A pattern variable binding an integer-list attribute (perm, axes, a shape vector)."""

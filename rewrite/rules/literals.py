@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import struct
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from rewrite.rules.language import (
     And,
     App,
     AttrVar,
+    BinOp,
     Call,
     Cmp,
     Const,
@@ -58,10 +60,17 @@ def desugar(rw: Rewrite) -> Rewrite:
     """`rw` with its literals replaced by variables and their conditions (module docstring)."""
     names: dict[float, Var] = {}
     guards: list[Expr] = []
+    moved: dict[int, Term] = {}  # id of a left-side term holding a literal -> its new form
 
     count = [0]
 
     def left(t: Term) -> Term:
+        new = _left(t)
+        if new is not t:
+            moved[id(t)] = new
+        return new
+
+    def _left(t: Term) -> Term:
         if isinstance(t, Const):
             if isinstance(t.number, AttrVar):
                 raise RuleError(
@@ -102,7 +111,23 @@ def desugar(rw: Rewrite) -> Rewrite:
     rhs = tuple(right(t) for t in rw.rhs)
     if any(isinstance(t, Const) for t in rhs):
         raise RuleError("a right side that is only a new constant has no dtype to take")
-    return Rewrite(lhs, rhs, (*guards, *rw.guards))
+    own = tuple(_retarget(g, moved) for g in rw.guards)  # `lhs.shape == x.shape` still names lhs
+    return Rewrite(lhs, rhs, (*guards, *own))
+
+
+def _retarget(e: Any, moved: dict[int, Term]) -> Any:
+    """`e` with every left-side term `desugar` rebuilt replaced by its new form."""
+    if isinstance(e, Term):
+        return moved.get(id(e), e)
+    if isinstance(e, tuple):
+        return tuple(_retarget(x, moved) for x in e)
+    if isinstance(e, Call):
+        return replace(e, args=_retarget(e.args, moved))
+    if isinstance(e, Cmp | BinOp):
+        return replace(e, left=_retarget(e.left, moved), right=_retarget(e.right, moved))
+    if isinstance(e, And):
+        return replace(e, parts=_retarget(e.parts, moved))
+    return e
 
 
 def _rank(t: Term) -> Call:

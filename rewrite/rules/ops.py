@@ -102,7 +102,23 @@ def describe_ops() -> str:
             lines.append(f"{prefix}{name}({', '.join(ins + kws)}) -> 1 output")
             if spec.doc:
                 lines.append(f"    {spec.doc.strip().splitlines()[0]}")
+        lines += _multi_output_lines(domain, prefix)
     return "\n".join(lines)
+
+
+def _multi_output_lines(domain: str, prefix: str) -> list[str]:
+    """The multi-output forms of `rewrite rules ops`: `op.Split`, and each op with parts."""
+    lines = []
+    if not domain:
+        lines.append(f"{prefix}Split(x, axis=a, sizes=[n0, n1, ...]) -> len(sizes) outputs")
+        lines.append("    q, k, v = op.Split(x, axis=2, sizes=[64, 64, 64]): one SplitPart each")
+    for (part, dom), p in sorted(PARTS.items()):
+        if dom != domain:
+            continue
+        which = ", ".join(map(str, p.indices)) if p.indices else f"0 to {p.n_outputs - 1}"
+        lines.append(f"{prefix}{p.op}(..., outputs=n) -> its first n outputs (n <= {p.n_outputs})")
+        lines.append(f"    one {part}(..., index=i) each; outputs a part stands for: {which}")
+    return lines
 
 
 def _input_names(spec: OpSpec) -> list[str]:

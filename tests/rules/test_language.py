@@ -260,3 +260,37 @@ def test_values_of_different_kinds_are_refused_at_definition(make: object, match
 
     with pytest.raises(RuleError, match=rf"mixed \(test_language\.py:\d+\): {match}"):
         _define(mixed)
+
+
+COMPUTED = RuleSet("computed")
+
+
+@COMPUTED.rule
+def transpose_round_trip(x: Tensor, p: Ints, q: Ints) -> Rewrite:
+    """Transpose(Transpose(x, p), q) = x   when p ∘ q is the identity"""
+    t = op.Transpose(op.Transpose(x, perm=p), perm=q)
+    return rewrite(t).to(x, p.compose(q).is_identity())
+
+
+def test_a_condition_on_a_computed_ints_is_proved_and_fires(tmp_path: Path) -> None:
+    """`p.compose(q).is_identity()`: the methods of `Ints` apply to a computed Ints."""
+    from onnx import helper as h
+
+    from rewrite.rules.saturate import Limits, saturate
+    from rewrite.verify.prove import PROVED, prove
+    from tests.egraph.models import model, vi
+    from tests.rules.test_saturate import encoded
+
+    rule = next(iter(COMPUTED))
+    assert prove(rule).status == PROVED
+    nodes = [h.make_node("Transpose", ["x"], ["t"], perm=[1, 2, 0])]
+    nodes += [h.make_node("Transpose", ["t"], ["u"], perm=[2, 0, 1])]
+    nodes += [h.make_node("Relu", ["u"], ["y"])]
+    m = model(nodes, [vi("x", [2, 3, 4])], [vi("y", [2, 3, 4])])
+    stats = saturate(encoded(m, tmp_path), [COMPUTED], Limits(iterations=3))
+    assert stats.matches["transpose_round_trip"] > 0
+
+
+def test_an_ints_method_on_a_non_ints_value_says_so() -> None:
+    with pytest.raises(TypeError, match="applies to an Ints value"):
+        Ints("p").length().is_identity()

@@ -162,3 +162,21 @@ def test_a_bad_condition_names_the_line_that_wrote_it(tmp_path: Path) -> None:
     )
     with pytest.raises(RuleError, match=r"mixes .* \(the condition at bad_rules\.py:11\)"):
         load_rule_file(path)
+
+
+NAMED = RuleSet("named")
+
+
+@NAMED.rule
+def double_as_sum(x: Tensor) -> Rewrite:
+    """x · 2 = x + x   (a condition names the left side, which holds a literal)"""
+    lhs = x * 2.0
+    return rewrite(lhs).to(x + x, x.dtype == "float32", lhs.shape == x.shape)
+
+
+def test_a_condition_may_name_a_left_side_holding_a_literal() -> None:
+    """`lhs.shape == x.shape` where lhs holds `0.5`: the condition follows the left side as its
+    literal becomes a variable (before, "not part of the left side")."""
+    rule = next(iter(NAMED))
+    rule.compile("named")  # compiles: the condition's term is the desugared left side
+    assert prove(rule).status == PROVED
