@@ -11,6 +11,15 @@ JSON. Exit status: 0 when no rule is refuted, 1 when one is, or a rule file cann
 (a rule name defined twice included, as `optimize` refuses it), or the report cannot be
 written.
 
+`--ruleset NAME` and `--rule NAME` (each repeatable) verify only those rule sets / rules of
+the loaded ones (both given: the named rules of the named sets); an unknown name is an error
+that lists the names there are and suggests the nearest. Unless `-q`, one line per rule goes
+to stderr as soon as it is verified (`verify: SET/RULE: STATUS (T s; proof P s)`), the
+table and summary to stdout at the end. The table's time is the proof's; the progress line
+also gives the rule's whole time, its adversarial sampling included (choosing the sampled
+cases among the larger shapes, then ORT and numpy runs), which an approximate rule always
+gets and `--no-sample` skips for an exact one.
+
 `rewrite verify --self-test` checks the semantics instead (`verify.selftest`): every typed
 op's numpy reference and Z3 semantics against ONNX Runtime on special values (±0, ±inf, NaN,
 subnormals, large magnitudes, integer extremes), one row per op (input sets checked,
@@ -23,10 +32,11 @@ import argparse
 import json
 import sys
 import time
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
-from rewrite.errors import RewriteError
+from rewrite.errors import RewriteError, RuleError
 from rewrite.rules.rule import RuleSet
 from rewrite.verify import cache as proof_cache
 from rewrite.verify.bound import DEFAULT_BOUND
@@ -55,11 +65,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if args.report:
         _check_writable(Path(args.report))
-    rulesets = load_rulesets(list(args.rules))
+    rulesets = select(load_rulesets(list(args.rules)), args.ruleset or [], args.rule or [])
     rows: list[tuple[str, RuleResult]] = []
     for rs in rulesets:
-        results = verify_rules(rs.rules, cache=not args.no_cache, sample=not args.no_sample)
-        rows += [(rs.name, r) for r in results]
+        for rule in rs.rules:
+            (r,) = verify_rules([rule], cache=not args.no_cache, sample=not args.no_sample)
+            rows.append((rs.name, r))
+            if not args.quiet:
+                print(progress_line(rs.name, r), file=sys.stderr, flush=True)
     total = time.perf_counter() - t0
     out = sys.stdout
     print(f"bound: {DEFAULT_BOUND.describe()}", file=out)
@@ -88,6 +101,37 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except OSError as e:
             raise RewriteError(f"{args.report}: cannot write the report: {e.strerror}") from e
     return EXIT_REFUTED if refuted else 0
+
+
+def select(rulesets: list[RuleSet], sets: list[str], rules: list[str]) -> list[RuleSet]:
+    """The rule sets named in `sets` (all when empty), each with only the rules named in
+    `rules` (all when empty), in load order; sets left without a rule are dropped. RuleError
+    for a name that is not there, listing the names there are and the nearest."""
+    if sets:
+        _check_names("rule set", sets, [rs.name for rs in rulesets])
+        rulesets = [rs for rs in rulesets if rs.name in sets]
+    if not rules:
+        return rulesets
+    _check_names("rule", rules, [r.name for rs in rulesets for r in rs.rules])
+    kept = [RuleSet(rs.name, [r for r in rs.rules if r.name in rules], rs.doc) for rs in rulesets]
+    return [rs for rs in kept if rs.rules]
+
+
+def _check_names(what: str, wanted: list[str], known: list[str]) -> None:
+    unknown = [n for n in dict.fromkeys(wanted) if n not in known]
+    if not unknown:
+        return
+    near = [m for u in unknown for m in get_close_matches(u, known, n=1)]
+    hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    there = ", ".join(known) if known else "none"
+    raise RuleError(f"no {what} named {', '.join(unknown)}{hint}; {what}s: {there}")
+
+
+def progress_line(ruleset: str, r: RuleResult) -> str:
+    """The line printed as soon as a rule is verified: its status, this call's time on it,
+    and the proof's time (from the cache when it was read from there)."""
+    proof = f"proof {r.proof_seconds:.2f} s" + (", cached" if r.cached else "")
+    return f"verify: {ruleset}/{r.rule}: {r.status} ({r.seconds:.2f} s; {proof})"
 
 
 def cmd_self_test() -> int:
@@ -169,6 +213,24 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--no-cache", action="store_true", help="ignore and do not update the proof cache"
     )
     v.add_argument("--no-sample", action="store_true", help="prove only (no adversarial sampling)")
+    v.add_argument(
+        "--ruleset",
+        action="append",
+        metavar="NAME",
+        help="verify only this rule set of the loaded ones (repeatable)",
+    )
+    v.add_argument(
+        "--rule",
+        action="append",
+        metavar="NAME",
+        help="verify only this rule of the loaded rule sets (repeatable)",
+    )
+    v.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress line per rule on stderr (the table still prints)",
+    )
     v.add_argument(
         "--self-test",
         action="store_true",

@@ -147,6 +147,19 @@ def _proof_json(p: ProofResult) -> dict[str, Any]:
     }
 
 
+STRUCTURAL = (
+    "the sides differ in type",
+    "the right side is not defined",
+    "the right side is undefined",
+)
+"""Counterexamples no tolerance excuses: an approximate rule refuted so stays refuted, whatever
+its sample shows (its values may agree where both sides are defined)."""
+
+
+def _structural(cx: dict[str, Any] | None) -> bool:
+    return bool(cx) and str(cx.get("why", "")).startswith(STRUCTURAL)  # type: ignore[union-attr]
+
+
 def _result(
     rule: Rule,
     proof: dict[str, Any],
@@ -157,7 +170,7 @@ def _result(
 ) -> RuleResult:
     status, reason = proof["status"], proof["reason"]
     cx, cx_line = proof["counterexample"], proof["counterexample_line"]
-    if not rule.exact and status != PROVED and sampled is not None:
+    if not rule.exact and status != PROVED and sampled is not None and not _structural(cx):
         err = sampled["max_error"]
         if sampled.get("crashed") and not sampled.get("counterexample"):
             status = UNKNOWN

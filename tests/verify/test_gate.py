@@ -222,3 +222,25 @@ def test_an_approximate_rule_is_not_accepted_where_its_sampling_crashed(_cache: 
     entry.write_text(json.dumps(data))
     (crashed,) = verify_rules([rule])
     assert crashed.status == UNKNOWN and "a bug of rewrite's" in crashed.reason
+
+
+def test_an_approximate_rule_refuted_by_type_stays_refuted_whatever_its_sample(
+    _cache: Path,
+) -> None:
+    """No tolerance excuses sides of different types or an undefined right side: a clean
+    sample does not make such a refuted approximate rule `approximate`. As above, the cached
+    entry of a real run is edited to hold such a proof."""
+    rule = next(iter(SIGMOID))
+    verify_rules([rule])
+    (entry,) = list(_cache.glob("*.json"))
+    data = json.loads(entry.read_text())
+    why = "the sides differ in type: left float32[3], right float32[1]"
+    cx = {"rewrite": "r", "why": why, "case": {}}
+    data["proof"].update(status=REFUTED, counterexample=cx, counterexample_line=why)
+    entry.write_text(json.dumps(data))
+    (res,) = verify_rules([rule])
+    assert res.status == REFUTED and "differ in type" in res.message(), res.message()
+    cx["why"] = "the sides differ (confirmed in float64) for x: float32[1]"
+    entry.write_text(json.dumps(data))
+    (res,) = verify_rules([rule])
+    assert res.status == APPROXIMATE, res.message()

@@ -201,7 +201,7 @@ def test_counterexample_line_and_json() -> None:
         [1.5, -2.0],
     )
     assert valued.line() == (
-        "the sides differ for x: float32[2], p: int64[1]; Softmax.axis=0, scale=0.123457: "
+        "the sides differ for x: float32[2], p: int64[1]; Softmax.axis=0, scale=0.123456789: "
         "x=[1.5, -2] p=[3] -> left=[1.5, 0] right=[1.5, -2] "
         "(float64: left=[1.5, 0] right=[1.5, -2])"
     )
