@@ -133,11 +133,12 @@ def gelu_erf_fusion(x: Tensor) -> list[Rewrite]:
 @PERF.rule(tags=["approximate", "ort-cpu", "ort-cuda"])
 def gelu_tanh_fusion(x: Tensor) -> Rewrite:
     """(x·0.5)·(1 + tanh((x + 0.044715·x³)·√(2/π))) = FastGelu(x)   (com.microsoft; GPT-2's
-    export, x³ written Pow(x, 3)) for float32 x; approximate: the constants are rounded to
-    float32 and FastGelu evaluates tanh its own way"""
+    export, x³ written Pow(x, 3)) for float32 x of rank >= 1 (ORT's FastGelu kernel refuses a
+    scalar); approximate: the constants are rounded to float32 and FastGelu evaluates tanh its
+    own way"""
     inner = (x + op.Pow(x, 3.0) * 0.044715) * math.sqrt(2.0 / math.pi)
     lhs = (x * 0.5) * (op.Tanh(inner) + 1.0)
-    return rewrite(lhs).to(op.ms.FastGelu(x), x.dtype == "float32")
+    return rewrite(lhs).to(op.ms.FastGelu(x), x.dtype == "float32", x.rank >= 1)
 
 
 @PERF.rule(tags=["approximate"])
