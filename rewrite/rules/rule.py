@@ -25,7 +25,20 @@ from typing import Any
 from rewrite.errors import RuleError
 from rewrite.rules.domain import Domain
 from rewrite.rules.elements import Cond
-from rewrite.rules.language import And, Call, Float, Int, Ints, Rewrite, Var
+from rewrite.rules.language import (
+    And,
+    App,
+    AttrVar,
+    BinOp,
+    Call,
+    Cmp,
+    Const,
+    Float,
+    Int,
+    Ints,
+    Rewrite,
+    Var,
+)
 from rewrite.rules.literals import desugar
 
 TAGS = frozenset({"bit-exact", "exact", "approximate", "portable", "ort-cpu", "ort-cuda"})
@@ -186,6 +199,38 @@ def make_rule(f: Callable[..., Any], tags: Iterable[str] = ()) -> Rule:
     for rw in rewrites:
         if not rw.rhs:
             raise RuleError(f"{where}: rewrite(...) has no .to(...)")
+    unused = [n for n, _ in params if n not in _names_in(rewrites)]
+    if unused:
+        raise RuleError(
+            f"{where}: parameter {', '.join(unused)} is used nowhere in the rule (a pattern "
+            "variable matches anything): use it in the left side, or remove it"
+        )
     rule = Rule(f.__name__, inspect.getdoc(f) or "", rewrites, tagset, src, tuple(params))
     rule.compile("check")  # unbound variables, unknown attributes: fail at definition
     return rule
+
+
+def _names_in(items: Any) -> set[str]:
+    """The names of the pattern variables (tensor and attribute) anywhere in `items`: terms,
+    attribute values, conditions, nested in tuples and expressions."""
+    out: set[str] = set()
+    stack = [items]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Var | AttrVar):
+            out.add(x.name)
+        elif isinstance(x, tuple | list):
+            stack.extend(x)
+        elif isinstance(x, Rewrite):
+            stack.extend((x.lhs, x.rhs, x.guards))
+        elif isinstance(x, App):
+            stack.extend((x.inputs, tuple(v for _, v in x.attrs)))
+        elif isinstance(x, Const):
+            stack.append(x.number)
+        elif isinstance(x, Call):
+            stack.append(x.args)
+        elif isinstance(x, Cmp | BinOp):
+            stack.extend((x.left, x.right))
+        elif isinstance(x, And):
+            stack.append(x.parts)
+    return out

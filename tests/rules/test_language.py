@@ -294,3 +294,15 @@ def test_a_condition_on_a_computed_ints_is_proved_and_fires(tmp_path: Path) -> N
 def test_an_ints_method_on_a_non_ints_value_says_so() -> None:
     with pytest.raises(TypeError, match="applies to an Ints value"):
         Ints("p").length().is_identity()
+
+
+def test_a_parameter_used_nowhere_is_refused_at_definition() -> None:
+    """An unused parameter is an open pattern variable, almost always a leftover: refused,
+    naming it."""
+    rs = RuleSet("unused")
+    with pytest.raises(RuleError, match=r"parameter p is used nowhere in the rule"):
+
+        @rs.rule
+        def relu_relu(x: Tensor, p: Ints) -> Rewrite:
+            """Relu(Relu(x)) = Relu(x)"""
+            return rewrite(op.Relu(op.Relu(x))).to(op.Relu(x))
