@@ -96,6 +96,9 @@ class Bound:
     """A rule with more cases than this is `unknown` (its bound is too large to check)."""
     timeout_ms: int = 5_000
     """Z3's time limit for one case; a case that hits it makes the rule `unknown`."""
+    second_try: bool = True
+    """Ask a query the default solver gave up on once more, split on its if-conditions
+    (`verify.solve`), within the same time limit."""
     max_seconds: float = 120.0
     """A rule whose proof takes longer than this is `unknown`."""
 

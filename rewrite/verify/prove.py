@@ -228,7 +228,7 @@ def check_case(
     open_eqs = diffs(lefts, rights)
     if not open_eqs and not rhs_defined:
         return None
-    m, why = solve(open_eqs, facts, rhs_defined, bound.timeout_ms, memo)
+    m, why = solve(open_eqs, facts, rhs_defined, bound.timeout_ms, memo, bound.second_try)
     if why:
         return f"Z3 gave up ({why}) on {_where(case)}"
     if m is None:

@@ -22,6 +22,7 @@ def solve(
     rhs_defined: list[Any],
     timeout_ms: int,
     memo: dict[str, bool] | None = None,
+    second_try: bool = True,
 ) -> tuple[Any, str]:
     """(a model where some diff is false or the right side undefined, or None; why Z3 gave
     up). Each element's equality is asked alone, with the facts connected to its variables
@@ -48,7 +49,7 @@ def solve(
         solver.add(*facts_axioms)
         solver.add(z3.Or(goal))
         res = solver.check()
-        if res == z3.unknown:
+        if res == z3.unknown and second_try:
             solver = _without_ifs(facts_axioms, goal, timeout_ms)
             res = solver.check()
         if res == z3.unsat:
