@@ -147,7 +147,8 @@ def _ids(case: Case) -> str:
     return f"{list(shape)}-{np.dtype(dt).name}-{given}-{attrs}"
 
 
-def _model(case: Case, opset: int = 19, **extra: Any) -> onnx.ModelProto:
+def case_model(case: Case, opset: int = 19, **extra: Any) -> onnx.ModelProto:
+    """A one-node Resize model of `case` (roi, scales, sizes as initializers)."""
     attrs, shape, dt, *operands = case
     names, inits = ["x"], []
     for name, a in zip(("roi", "scales", "sizes"), operands, strict=True):
@@ -166,7 +167,8 @@ def _model(case: Case, opset: int = 19, **extra: Any) -> onnx.ModelProto:
     return m
 
 
-def _arrays(case: Case, x: np.ndarray) -> tuple[list[Any], dict[int, np.ndarray]]:
+def case_arrays(case: Case, x: np.ndarray) -> tuple[list[Any], dict[int, np.ndarray]]:
+    """The operands of `case` with input `x`, and its constant ones by position."""
     arrays = [x, *case[3:]]
     while arrays[-1] is None:
         arrays.pop()
@@ -180,8 +182,8 @@ def test_semantics_give_orts_values(case: Case) -> None:
     attrs, shape, dt = case[:3]
     for seed in range(3):
         x = data(shape, dt, seed, special=seed == 2)
-        want = run_ort(_model(case), {"x": x})
-        arrays, consts = _arrays(case, x)
+        want = run_ort(case_model(case), {"x": x})
+        arrays, consts = case_arrays(case, x)
         call = call_of("Resize", arrays, consts, attrs)
         assert spec.infer(call)[0].shape == want.shape
         ref = spec.reference(call, arrays)[0]
@@ -194,7 +196,7 @@ def test_optimizes_to_identical_outputs(tmp_path: Path) -> None:
     for n, case in enumerate(CASES):
         x = data(case[1], case[2], n)
         (tmp_path / str(n)).mkdir()
-        assert_optimizes_identically(_model(case), {"x": x}, tmp_path / str(n))
+        assert_optimizes_identically(case_model(case), {"x": x}, tmp_path / str(n))
 
 
 @pytest.mark.parametrize(
@@ -207,7 +209,7 @@ def test_optimizes_to_identical_outputs(tmp_path: Path) -> None:
 )
 def test_unmodelled_forms_stay_opaque(extra: dict, opset: int, tmp_path: Path) -> None:
     case: Case = ({}, (1, 1, 4, 4), np.float32, None, _f(1, 1, 0.5, 0.5), None)
-    onnx.save(_model(case, opset, **extra), tmp_path / "m.onnx")
+    onnx.save(case_model(case, opset, **extra), tmp_path / "m.onnx")
     assert encode(load(tmp_path / "m.onnx")).opaque_nodes == 1
 
 

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
 
 from rewrite.egraph.encode import encode
 from rewrite.errors import ShapeError
@@ -24,6 +23,8 @@ from rewrite.onnx_io import load
 from rewrite.ops._resize_cubic import CubicAxis, coefficients, sources
 from rewrite.ops.registry import lookup
 from tests.ops.roundtrip import assert_optimizes_identically
+from tests.ops.test_typed_resize import Case as TypedCase
+from tests.ops.test_typed_resize import case_arrays, case_model
 from tests.ops.typed_consts import call_of, data, run_ort, same, z3_numbers
 
 Case = tuple[dict[str, Any], tuple[int, ...], Any, Any, Any]
@@ -92,29 +93,10 @@ def _ids(case: Case) -> str:
     return f"{list(shape)}-{given}-{attrs}"
 
 
-def _model(case: Case, **extra: Any) -> onnx.ModelProto:
+def _typed(case: Case) -> TypedCase:
+    """`case` in `test_typed_resize`'s form (float32 X)."""
     attrs, shape, *operands = case
-    names, inits = ["x"], []
-    for name, a in zip(("roi", "scales", "sizes"), operands, strict=True):
-        names.append("" if a is None else name)
-        if a is not None:
-            inits.append(numpy_helper.from_array(a, name))
-    while not names[-1]:
-        names.pop()
-    node = helper.make_node("Resize", names, ["y"], **attrs, **extra)
-    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)
-    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
-    g = helper.make_graph([node], "resize", [x], [y], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
-    m.ir_version = 8
-    return m
-
-
-def _arrays(case: Case, x: np.ndarray) -> tuple[list[Any], dict[int, np.ndarray]]:
-    arrays = [x, *case[2:]]
-    while arrays[-1] is None:
-        arrays.pop()
-    return arrays, {i: a for i, a in enumerate(arrays) if i and a is not None}
+    return (attrs, shape, np.float32, *operands)  # type: ignore[return-value]
 
 
 @pytest.mark.parametrize("case", CASES, ids=_ids)
@@ -124,8 +106,8 @@ def test_semantics_give_orts_values(case: Case) -> None:
     attrs, shape = case[:2]
     for seed in range(3):
         x = data(shape, np.float32, seed, special=seed == 2)
-        want = run_ort(_model(case), {"x": x})
-        arrays, consts = _arrays(case, x)
+        want = run_ort(case_model(_typed(case)), {"x": x})
+        arrays, consts = case_arrays(_typed(case), x)
         call = call_of("Resize", arrays, consts, attrs)
         assert spec.infer(call)[0].shape == want.shape
         ref = spec.reference(call, arrays)[0]
@@ -145,8 +127,8 @@ def test_larger_grids_match_ort_bit_for_bit() -> None:
                 attrs = {**CUB, "coordinate_transformation_mode": coord, "exclude_outside": exclude}
                 case: Case = (attrs, (2, 3, 6, 7), None, None, _i(2, 3, *size))
                 x = rng.standard_normal((2, 3, 6, 7)).astype(np.float32) * 100
-                want = run_ort(_model(case), {"x": x})
-                arrays, consts = _arrays(case, x)
+                want = run_ort(case_model(_typed(case)), {"x": x})
+                arrays, consts = case_arrays(_typed(case), x)
                 ref = spec.reference(call_of("Resize", arrays, consts, attrs), arrays)[0]
                 assert same(want, ref), (attrs, size)
 
@@ -184,12 +166,12 @@ def test_optimizes_to_identical_outputs(tmp_path: Path) -> None:
     for n, case in enumerate(CASES):
         x = data(case[1], np.float32, n)
         (tmp_path / str(n)).mkdir()
-        assert_optimizes_identically(_model(case), {"x": x}, tmp_path / str(n))
+        assert_optimizes_identically(case_model(_typed(case)), {"x": x}, tmp_path / str(n))
 
 
 def test_antialias_stays_opaque(tmp_path: Path) -> None:
     case: Case = (CUB, (1, 1, 4, 4), None, _f(1, 1, 0.5, 0.5), None)
-    onnx.save(_model(case, antialias=1), tmp_path / "m.onnx")
+    onnx.save(case_model(_typed(case), antialias=1), tmp_path / "m.onnx")
     assert encode(load(tmp_path / "m.onnx")).opaque_nodes == 1
 
 

@@ -1,12 +1,14 @@
 """Multi-output ops in rules: `y, mean, inv = op.LayerNormalization(x, s, b, outputs=3)` gives
 one `LayerNormalizationPart(..., index=i)` term per output (`rules.ops`); the call without
-`outputs` is the single-output op. A rule using the Mean output is proved, and fires on a
-model whose LayerNormalization's Mean is read by another node."""
+`outputs` is the single-output op. A rule on SkipLayerNormalization's sum output is proved;
+one on LayerNormalization's Mean output is refuted (an inf in x makes ORT's Mean NaN where
+ReduceMean gives inf) and still matches a model whose Mean is read by another node."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
@@ -16,7 +18,7 @@ from rewrite.rules import Float, Rewrite, RuleSet, Tensor, op, rewrite
 from rewrite.rules.language import App
 from rewrite.rules.saturate import Limits, saturate
 from rewrite.verify.bound import Bound
-from rewrite.verify.prove import PROVED, prove
+from rewrite.verify.prove import PROVED, REFUTED, prove
 from tests.egraph.models import model, vi
 from tests.rules.test_saturate import encoded
 
@@ -28,9 +30,17 @@ SMALL = Bound(shapes=((3,), (2, 3)), few=((2,),), dtypes=(T.FLOAT,))
 @RS.rule
 def layer_norm_mean(x: Tensor, s: Tensor, b: Tensor, eps: Float) -> Rewrite:
     """LayerNormalization(x, s, b, axis=-1)'s Mean output = ReduceMean(x, axes=[-1], keepdims=1)
-    for float32 x"""
+    for float32 x, s, b: true in the reals, false in ORT where a row holds an inf"""
     _, mean, _ = op.LayerNormalization(x, s, b, axis=-1, epsilon=eps, outputs=3)
-    return rewrite(mean).to(op.ReduceMean(x, axes=[-1], keepdims=1), x.dtype == "float32")
+    same = (s.dtype == x.dtype, b.dtype == x.dtype)
+    return rewrite(mean).to(op.ReduceMean(x, axes=[-1], keepdims=1), x.dtype == "float32", *same)
+
+
+@RS.rule
+def skip_layer_norm_sum(x: Tensor, skip: Tensor, g: Tensor, b: Tensor, eps: Float) -> Rewrite:
+    """SkipLayerNormalization(x, skip, g, b)'s input_skip_bias_sum output = x + skip"""
+    _, _, _, total = op.ms.SkipLayerNormalization(x, skip, g, b, epsilon=eps, outputs=4)
+    return rewrite(total).to(x + skip)
 
 
 def test_outputs_gives_one_part_per_output() -> None:
@@ -52,9 +62,17 @@ def test_outputs_gives_one_part_per_output() -> None:
         op.LSTM(x, s, b, hidden_size=2)
 
 
-def test_a_rule_on_the_mean_output_is_proved() -> None:
-    result = prove(RS.rules[0], SMALL)
+def test_a_rule_on_the_sum_output_is_proved() -> None:
+    result = prove(RS.rules[1], SMALL)
     assert result.status == PROVED, result
+
+
+def test_a_rule_on_the_mean_output_is_refuted_by_an_inf() -> None:
+    result = prove(RS.rules[0], SMALL)
+    assert result.status == REFUTED, result
+    cex = result.counterexample
+    assert cex is not None and cex.lhs_ort is not None and cex.rhs_ort is not None
+    assert not np.isfinite(np.asarray(cex.lhs_ort, dtype=np.float64)).all()
 
 
 def test_the_rule_fires_where_the_mean_is_used(tmp_path: Path) -> None:
