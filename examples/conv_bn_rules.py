@@ -25,7 +25,7 @@ CONV_BN = RuleSet("conv_bn", doc="BatchNormalization folded into the Conv before
 PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 
 
-@CONV_BN.rule(tags=["approximate"])
+@CONV_BN.rule(tags=["approximate", "term-relative"])
 def conv_bn_fold(
     x: Tensor,
     w: Tensor,
@@ -46,9 +46,11 @@ def conv_bn_fold(
     as [M, 1, ...] (W's rank), for constant W, B, scale, bias, mean, var; without B the bias
     is bias - mean · s (approximate: W · s4 is rounded where the model rounds Conv(x, W) · s)"""
     out = []
+    in_range = [t.all(lambda e: e.is_finite() & (abs(e) <= 1e4)) for t in (w, scale, bias, mean)]
+    in_range.append(var.all(lambda e: e.is_finite() & (e >= 0) & (e <= 1e4)))
     for n in (1, 2, 3):
         consts = [w.rank == n + 2, w.is_const(), scale.is_const(), bias.is_const()]
-        consts += [mean.is_const(), var.is_const()]
+        consts += [mean.is_const(), var.is_const(), *in_range]
         for pad in PADS:
             attrs = dict(kernel_shape=k, strides=s, dilations=d, group=g, auto_pad=pad)
             attrs["pads"] = q if pad == "NOTSET" else ()
@@ -58,7 +60,7 @@ def conv_bn_fold(
                 sc = scale / op.Sqrt(var + eps)
                 s4 = op.Unsqueeze(sc, axes=list(range(1, n + 2)))
                 new_bias = bias - mean * sc if conv_bias is None else (b - mean) * sc + bias
-                more = [] if conv_bias is None else [b.is_const()]
+                more = [] if conv_bias is None else [b.is_const(), b.all(lambda e: abs(e) <= 1e4)]
                 rhs = op.Conv(x, w * s4, new_bias, **attrs)
                 out.append(rewrite(lhs).to(rhs, *consts, *more))
     return out

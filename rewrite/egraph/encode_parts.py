@@ -6,9 +6,10 @@ False (the node is then typed another way or kept opaque):
 - Split with static sizes: `(SplitPart axis sizes i x)` per output (`ops.split`);
 - TopK with a constant K: `(TopKPart axis largest k i x)` per output (`ops.topk`);
 - an op of `ops.parts.PARTS` (LSTM, GRU, RNN, LayerNormalization, SkipLayerNormalization,
-  SkipSimplifiedLayerNormalization): `(<op>Part attrs... i inputs...)` per named output i
-  whose index the part accepts. An op of `ops.parts.DROPPABLE` takes this form only when one
-  of its extra outputs is used; else `encode.typed_term` types it as its output 0.
+  SkipSimplifiedLayerNormalization, GroupQueryAttention): `(<op>Part attrs... i inputs...)` per
+  named output i whose index the part accepts. An op of `ops.parts.DROPPABLE` takes this form
+  only when one of its extra outputs is used; else `encode.typed_term` types it as its output
+  0. An op of `ops.parts.SINGLE_FORM` naming no extra output is left to `encode.typed_term`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import onnx
 from rewrite.egraph.literals import vec
 from rewrite.onnx_io.graph import Graph, Node
 from rewrite.ops.base import UNKNOWN, OpCall, OpSpec, TensorType
-from rewrite.ops.parts import DROPPABLE, PART_OF, part
+from rewrite.ops.parts import DROPPABLE, PART_OF, SINGLE_FORM, part
 from rewrite.ops.split import split_plan
 from rewrite.ops.topk import topk_plan
 
@@ -50,6 +51,8 @@ def encode_parts(enc: _Encoder, n: Node) -> bool:
     domain = "" if n.domain == "ai.onnx" else n.domain
     name = PART_OF.get((n.op_type, domain))
     if name is not None:
+        if (n.op_type, domain) in SINGLE_FORM and not any(n.outputs[1:]):
+            return False
         extra_used = any(o and enc.used(o) for o in n.outputs[1:])
         return (extra_used or (n.op_type, domain) not in DROPPABLE) and _parts(enc, n, name)
     if domain:

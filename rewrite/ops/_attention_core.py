@@ -3,7 +3,8 @@ shared by the numpy reference and the Z3 semantics: arrays of numbers, or object
 terms (then `like`, a float term, gives the sort of the constants written).
 
 `mha` and `attention` take the op's inputs in ONNX order (absent ones None) and return the
-(B, S, Dv) output; `qkv_sizes` splits Attention's packed weight columns.
+(B, S, Dv) output (`mha_kv` also the present key and value over a past); `qkv_sizes` splits
+Attention's packed weight columns.
 """
 
 from __future__ import annotations
@@ -84,15 +85,19 @@ def _pick(keep: Any, fill: float, like: Any) -> Any:
 def _attend(call: OpCall, q: Array, k: Array, v: Array, add: Array | None) -> Array:
     """softmax(scale·Q·Kᵀ + add)·V per head, back to (B, S, Dv)."""
     n = int(call.attr("num_heads"))
-    qh, kh, vh = _split(q, n), _split(k, n), _split(v, n)
+    return _attend_heads(call, _split(q, n), _split(k, n), _split(v, n), add)
+
+
+def _attend_heads(call: OpCall, qh: Array, kh: Array, vh: Array, add: Array | None) -> Array:
+    """`_attend` on Q, K, V in BNSH, back to (B, S, N·Hv)."""
     scale = _scale(call, qh.shape[-1])
     scores = np.matmul(qh, kh.transpose(0, 1, 3, 2))
-    scores = vmap(lambda t: t * scale, scores) if q.dtype == object else scores * scale
+    scores = vmap(lambda t: t * scale, scores) if qh.dtype == object else scores * scale
     if add is not None:
         scores = scores + add
     probs = _softmax(scores)
     out = np.matmul(probs, vh)  # (B, N, S, Hv)
-    b, _, s, hv = out.shape
+    b, n, s, hv = out.shape
     return out.transpose(0, 2, 1, 3).reshape(b, s, n * hv)
 
 
@@ -113,15 +118,26 @@ def _softmax(x: Array) -> Array:
 
 def mha(call: OpCall, arrays: list[Array | None], like: Any) -> Array:
     """MultiHeadAttention on (query, key, value[, bias, key_padding_mask, attention_bias])."""
-    q, k, v, bias, padding, attn_bias = (list(arrays) + [None] * 6)[:6]
+    return mha_kv(call, list(arrays)[:6], like)[0]
+
+
+def mha_kv(call: OpCall, arrays: list[Array | None], like: Any) -> tuple[Array, Array, Array]:
+    """(output, present_key, present_value) of MultiHeadAttention on (query, key, value[, bias,
+    key_padding_mask, attention_bias, past_key, past_value]): K' = concat(past_key, K) and
+    V' likewise in BNSH (the present outputs), every query attending to all of K'."""
+    q, k, v, bias, padding, attn_bias, pk, pv = (list(arrays) + [None] * 8)[:8]
     assert q is not None and k is not None and v is not None
     if bias is not None:
         d = q.shape[2]
         q, k, v = q + bias[:d], k + bias[d : 2 * d], v + bias[2 * d :]
-    add = _masked(call, k.shape[1], padding, "keys", like)
+    n = int(call.attr("num_heads"))
+    kh, vh = _split(k, n), _split(v, n)
+    if pk is not None and pv is not None:
+        kh, vh = np.concatenate([pk, kh], axis=2), np.concatenate([pv, vh], axis=2)
+    add = _masked(call, kh.shape[2], padding, "keys", like)
     if attn_bias is not None:
         add = attn_bias if add is None else attn_bias + add
-    return _attend(call, q, k, v, add)
+    return _attend_heads(call, _split(q, n), kh, vh, add), kh, vh
 
 
 def attention(call: OpCall, arrays: list[Array | None], like: Any) -> Array:

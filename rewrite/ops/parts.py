@@ -7,7 +7,15 @@ attributes (`index` is the part's LAST typed attribute). `encode_parts` binds ev
 output of such a node to its part term; `decode` writes the chosen parts of one (op,
 attributes, inputs) back as ONE node, outputs no class chose left out ("") except the
 `required` leading ones (given a fresh name). A part accepts only the indices in `indices`
-(SkipLayerNormalization: ORT's CPU kernel never writes mean and inv_std_var).
+(SkipLayerNormalization: ORT's CPU kernel never writes mean and inv_std_var). A `required`
+output is written even where it comes after the last chosen one (GroupQueryAttention,
+MultiHeadAttention: ORT needs both present outputs, and output 0 with a past depends on their
+being declared).
+
+`SINGLE_FORM` lists the ops with parts whose node declaring no extra output (none named) is
+typed as the op itself, its one-output typed form, not as part 0 (GroupQueryAttention: output
+0 is computed otherwise when the present outputs are declared; MultiHeadAttention: likewise
+with a past, and its one-output form is the one rules match).
 
 `DROPPABLE` lists the ops whose extra outputs, when no node reads them and they are not graph
 outputs, are dropped: the node is typed as its single-output form (output 0), whose values do
@@ -31,7 +39,7 @@ class PartOp:
     domain: str
     n_outputs: int
     required: int = 0
-    """Leading outputs the ONNX schema requires (written with a fresh name when unused)."""
+    """Leading outputs the node must declare (written with a fresh name when unused)."""
     indices: tuple[int, ...] = ()
     """The outputs the part can stand for (empty: all)."""
 
@@ -48,6 +56,8 @@ PARTS: dict[tuple[str, str], PartOp] = {
     ("SkipSimplifiedLayerNormalizationPart", MS): PartOp(
         "SkipSimplifiedLayerNormalization", MS, 4, 1, (0, 3)
     ),
+    ("GroupQueryAttentionPart", MS): PartOp("GroupQueryAttention", MS, 3, required=3),
+    ("MultiHeadAttentionPart", MS): PartOp("MultiHeadAttention", MS, 3, required=3),
 }
 """Typed part (name, domain) -> the ONNX op it is an output of."""
 
@@ -67,6 +77,11 @@ DROPPABLE: frozenset[tuple[str, str]] = frozenset(
 )
 """Ops typed as output 0 when their extra outputs are unused (module docstring)."""
 
+SINGLE_FORM: frozenset[tuple[str, str]] = frozenset(
+    {("GroupQueryAttention", MS), ("MultiHeadAttention", MS)}
+)
+"""Ops with parts typed as themselves when no extra output is named (module docstring)."""
+
 
 def part(name: str, domain: str) -> PartOp | None:
     """The table's entry of a typed part, None when `name` is not one."""
@@ -75,8 +90,8 @@ def part(name: str, domain: str) -> PartOp | None:
 
 def node_outputs(p: PartOp, named: dict[int, str], fresh: Callable[[], str]) -> list[str]:
     """The ONNX node's output list: `named[i]` at i, "" for the outputs left out, and
-    `fresh()` for a required leading output not named (the list ends at the last named)."""
-    last = max(named) if named else 0
+    `fresh()` for a required output not named (the list ends at the last named or required)."""
+    last = max([*named, p.required - 1, 0])
     return [
         named[i] if i in named else (fresh() if i < p.required else "") for i in range(last + 1)
     ]

@@ -41,12 +41,15 @@ from rewrite.rules.language import (
 )
 from rewrite.rules.literals import desugar
 
-TAGS = frozenset({"bit-exact", "exact", "approximate", "portable", "ort-cpu", "ort-cuda"})
+TAGS = frozenset(
+    {"bit-exact", "exact", "approximate", "term-relative", "portable", "ort-cpu", "ort-cuda"}
+)
 CLASSES = ("bit-exact", "exact", "approximate")
 """Exactness classes, one per rule: `bit-exact` (the sides are bit-identical in IEEE float32
 and float16, proved in Z3's floating-point theory); `exact` (the default: equal in real
 arithmetic, and in IEEE float32/float16 within the differential check's tolerance of the
-output); `approximate` (opt-in: sampled within a declared tolerance)."""
+output); `approximate` (opt-in: sampled within a declared tolerance, relative to the output,
+or with `term-relative` relative to the magnitude of the terms it sums: `verify.terms`)."""
 _PARAM_KINDS: dict[str, Callable[[str], Any]] = {
     "Tensor": Var,
     "Var": Var,
@@ -168,6 +171,8 @@ def make_rule(f: Callable[..., Any], tags: Iterable[str] = ()) -> Rule:
         tagset |= {"exact"}
     if not tagset & {"portable", "ort-cpu", "ort-cuda"}:
         tagset |= {"portable"}
+    if "term-relative" in tagset and "approximate" not in tagset:
+        raise RuleError(f"{where}: `term-relative` qualifies an `approximate` rule's error")
     if len(tagset & set(CLASSES)) > 1:
         raise RuleError(
             f"{where}: a rule has one class of {', '.join(CLASSES)}, not "

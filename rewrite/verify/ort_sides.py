@@ -8,6 +8,7 @@ holds one session per rewrite root and side, built once per case and run on many
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -105,7 +106,9 @@ def side_model(case: Case, root: Term, ev: Evaluator, values: dict[str, Array]) 
 
 
 def _named(name: str) -> Callable[[], str]:
-    return lambda: name
+    """Fresh output names: `name`, then `name`1, `name`2, ... (one per call)."""
+    count = itertools.count()
+    return lambda: f"{name}{next(count) or ''}"
 
 
 def _attr(v: Any) -> Any:

@@ -50,11 +50,15 @@ from rewrite.verify.refute import (
 )
 from rewrite.verify.sample_cases import LARGE, choose_cases
 from rewrite.verify.specials import draw_rounds, np_dtype, satisfying
+from rewrite.verify.terms import term_scale, term_scaled_error
 
 Array = np.ndarray
 BIT_EXACT, EXACT_IN_REALS, APPROXIMATE = "bit-exact", "exact-in-reals", "approximate"
 ORT_REJECTS = "ort-rejects-rhs"
 REALS_EXACT = 1e-9
+TERM_RELATIVE = "term-relative"
+"""The tag of an approximate rule whose error is relative to its terms (`verify.terms`)."""
+SCALED = "scaled error"
 
 
 @dataclass
@@ -98,7 +102,7 @@ def sample(
     """Sample `rule` adversarially (see the module docstring); never raises for a rule the
     sampler cannot run (the reason is a note)."""
     t0 = time.perf_counter()
-    run = _Run(claim_of(rule.tags), tolerance)
+    run = _Run(claim_of(rule.tags), tolerance, TERM_RELATIVE in rule.tags)
     rng = np.random.default_rng(seed)
     chosen = choose_cases(rule, cases_, rng)
     for case in chosen:
@@ -117,8 +121,9 @@ def sample(
 class _Run:
     """The state of one `sample` call: errors so far, and the first counterexample."""
 
-    def __init__(self, claim: str, tolerance: float) -> None:
+    def __init__(self, claim: str, tolerance: float, term_relative: bool = False) -> None:
         self.claim, self.tol = claim, tolerance
+        self.terms = term_relative and claim == APPROXIMATE_CLAIM
         self.n = 0
         self.err64 = self.err32 = self.normal64 = 0.0
         self.bit, self.rejected = True, False
@@ -227,9 +232,10 @@ class _Run:
         if key not in sides:
             sides[key] = Sides(case, ev, values)
         outcome = sides[key].run(values)
+        scales = _TermScales(case, as64(values), rw.lhs) if self.terms else None
         if count:
             self.n += 1
-            e64 = max(scaled_error(a, b) for a, b in pairs64)
+            e64 = max(self.error(a, b, scales, k) for k, (a, b) in enumerate(pairs64))
             self.err64 = max(self.err64, e64)
             if normal:
                 self.normal64 = max(self.normal64, e64)
@@ -237,20 +243,63 @@ class _Run:
             return outcome.right_error, None
         why = ""
         tol = self.tol if self.claim == APPROXIMATE_CLAIM else None
-        for (left, right), (exact, _) in zip(outcome.pairs, pairs64, strict=True):
+        for k, ((left, right), (exact, _)) in enumerate(zip(outcome.pairs, pairs64, strict=True)):
             excused = excuse_overflow(left, right, exact, tol)
+            err32 = scaled_error(excused[1], excused[0])
+            why_k = violation(self.claim, left, right, self.tol, exact, excused)
+            if scales is not None and (why_k or err32 > self.tol):
+                err32, why_k = self.relative_to_terms(left, right, exact, scales.of(k))
             if count:
-                self.err32 = max(self.err32, scaled_error(excused[1], excused[0]))
+                self.err32 = max(self.err32, err32)
                 if normal:
                     self.bit = (
                         self.bit
                         and left.dtype == right.dtype
                         and (left.tobytes() == right.tobytes())
                     )
-            why = why or violation(self.claim, left, right, self.tol, exact, excused)
+            why = why or why_k
             if why:
                 return why, (left, right)
         return why, outcome.pairs[0] if outcome.pairs else None
+
+    def error(self, a: Array, b: Array, scales: _TermScales | None, k: int) -> float:
+        """`scaled_error(a, b)`; for a `term-relative` rule, where that exceeds the
+        tolerance, the smaller `terms.term_scaled_error` of output k."""
+        err = scaled_error(a, b)
+        if scales is None or err <= self.tol:
+            return err
+        return min(err, term_scaled_error(a, b, scales.of(k)))
+
+    def relative_to_terms(
+        self, left: Array, right: Array, exact: Array, scale: Array
+    ) -> tuple[float, str]:
+        """(error, why the pair breaks the claim) of a `term-relative` rule: elements whose
+        terms' magnitude overflows the dtype are outside the claim (any order of the sum may
+        overflow there); elsewhere the error is relative to the terms (`verify.terms`)."""
+        out = ~(scale <= float(np.finfo(left.dtype).max))
+        left, right = np.where(out, np.nan, left), np.where(out, np.nan, right)
+        excused = excuse_overflow(left, right, exact, self.tol)
+        err = term_scaled_error(excused[1], excused[0], scale)
+        why = violation(self.claim, left, right, self.tol, exact, excused)
+        return err, "" if why.startswith(SCALED) and err <= self.tol else why
+
+
+class _TermScales:
+    """`terms.term_scale` of each left-side root at one input set, computed when asked."""
+
+    def __init__(self, case: Case, values64: dict[str, Array], lhs: Any) -> None:
+        self.case, self.values, self.lhs = case, values64, lhs
+        self.memo: dict[int, Array] = {}
+
+    def of(self, k: int) -> Array:
+        if k not in self.memo:
+            root = self.lhs[k]
+
+            def f(vals: dict[str, Array]) -> Array:
+                return np.asarray(Evaluator(self.case, vals, numpy_backend).term(root))
+
+            self.memo[k] = term_scale(f, self.values)
+        return self.memo[k]
 
 
 def as64(values: dict[str, Array]) -> dict[str, Array]:

@@ -7,8 +7,9 @@ modules list input sets (`SELF_TEST_VALUES`, keyed by (domain, name)). Each set 
 one-node model (CPU, optimizations off); the op's numpy reference (float64 inputs) and its Z3
 semantics (the real model, exp and the other UFs as their concrete functions:
 `semantics.interpret_array`) must agree with ORT as an `exact` rule's sides must
-(`refute.violation`). An input set ORT refuses is not a case. An op ORT's CPU EP has no kernel
-for (BiasAdd, BiasSoftmax: CUDA only) runs as its decomposition
+(`refute.violation`). A part (`ops.parts`) runs as its ONNX node, its other outputs declared
+as the decoder writes them. An input set ORT refuses is not a case. An op ORT's CPU EP has no
+kernel for (BiasAdd, BiasSoftmax: CUDA only) runs as its decomposition
 (`ops.contrib_cuda.ORT_STAND_INS`): its semantics are checked against that definition, not
 against the CUDA kernel.
 """
@@ -26,6 +27,7 @@ from rewrite.ops.contrib_cuda import ORT_STAND_INS
 from rewrite.ops.contrib_cuda import SELF_TEST_VALUES as CUDA_ONLY_VALUES
 from rewrite.ops.dynamic_quant import SELF_TEST_VALUES as DQ_VALUES
 from rewrite.ops.gqa import SELF_TEST_VALUES as GQA_VALUES
+from rewrite.ops.parts import node_outputs, part
 from rewrite.ops.quant_matmul import SELF_TEST_VALUES as NBITS_VALUES
 from rewrite.ops.rotary import SELF_TEST_VALUES as ROTARY_VALUES
 from rewrite.verify.ort_sides import run_ort
@@ -100,7 +102,11 @@ def _model(spec: OpSpec, attrs: dict[str, Any], arrays: list[Array | None]) -> b
         for n, a in zip(names, arrays, strict=True)
         if a is not None
     ]
-    node = helper.make_node(spec.op_type, names, ["out"], domain=spec.domain, **attrs)
+    outs, attrs = ["out"], dict(attrs)
+    if (p := part(spec.name, spec.domain)) is not None:  # output `index` of `ops.parts`' node
+        fresh = iter(f"unused{i}" for i in range(p.n_outputs))
+        outs = node_outputs(p, {int(attrs.pop("index", 0)): "out"}, lambda: next(fresh))
+    node = helper.make_node(spec.op_type, names, outs, domain=spec.domain, **attrs)
     out = [helper.make_empty_tensor_value_info("out")]
     graph = helper.make_graph([node], "self-test", inputs, out)
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid(spec.domain, 1)]

@@ -200,6 +200,26 @@ CASES = [
         dtypes=(F, F, F, F, T.INT32),
         given={4: [[1, 0, 1]]},
     ),
+    *(
+        OpCase(
+            "MultiHeadAttentionPart",
+            (
+                (1, 2, 4),
+                (1, 2, 4),
+                (1, 2, 4),
+                (12,),
+                (1, 5),
+                (1, 1, 2, 5),
+                (1, 2, 3, 2),
+                (1, 2, 3, 2),
+            ),
+            values={"num_heads": 2, "index": index},
+            domain=MS,
+            dtypes=(F, F, F, F, T.INT32, F, F, F),
+            given={4: [[1, 0, 1, 1, 1]]},
+        )
+        for index in (0, 1, 2)
+    ),
     OpCase("Attention", ((1, 2, 3), (3, 6), (6,)), values={"num_heads": 1}, domain=MS),
     OpCase(
         "Attention",
@@ -216,6 +236,17 @@ CASES = [
         domain=MS,
         dtypes=(F, F, F, F, F, T.INT32, T.INT32),
         given={5: [2, 2], 6: 3},
+    ),
+    *(
+        OpCase(
+            "GroupQueryAttentionPart",
+            ((1, 2, 16), (1, 2, 8), (1, 2, 8), (1, 1, 3, 8), (1, 1, 3, 8), (1,), ()),
+            values={"num_heads": 2, "kv_num_heads": 1, "index": index},
+            domain=MS,
+            dtypes=(F, F, F, F, F, T.INT32, T.INT32),
+            given={5: [4], 6: 5},
+        )
+        for index in (0, 1, 2)
     ),
     OpCase(
         "MatMulNBits",
@@ -507,7 +538,8 @@ def _run_ort(case: OpCase, inputs: list[np.ndarray], call: Any, consts: dict[int
         node, k = topk_node(names[0], outs, dict(call.attrs), "k", 17)
         inits.append(k)
     if (p := part(case.op, case.domain)) is not None and p.required:  # one output (`ops.parts`)
-        outs = node_outputs(p, {int(call.attrs["index"]): "out"}, lambda: "unused")
+        fresh = iter(f"unused{i}" for i in range(p.n_outputs))
+        outs = node_outputs(p, {int(call.attrs["index"]): "out"}, lambda: next(fresh))
         attrs.pop("index", None)
         node = helper.make_node(p.op, names, outs, domain=p.domain, **attrs)
     graph_inputs = [
