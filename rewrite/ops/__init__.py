@@ -10,6 +10,7 @@ from rewrite.ops import (  # noqa: F401  (import order: the registry must exist 
     _lstm,
     activation,
     attention,
+    attention_packed,
     bitshift,
     compress,
     concat,

@@ -1,10 +1,13 @@
-"""The attention computation of `rewrite.ops.attention` (its docstring states the contract),
-shared by the numpy reference and the Z3 semantics: arrays of numbers, or object arrays of Z3
-terms (then `like`, a float term, gives the sort of the constants written).
+"""The attention computation of `rewrite.ops.attention` and `rewrite.ops.attention_packed`
+(their docstrings state the contracts), shared by the numpy reference and the Z3 semantics:
+arrays of numbers, or object arrays of Z3 terms (then `like`, a float term, gives the sort of
+the constants written).
 
 `mha` and `attention` take the op's inputs in ONNX order (absent ones None) and return the
-(B, S, Dv) output (`mha_kv` also the present key and value over a past); `qkv_sizes` splits
-Attention's packed weight columns.
+(B, S, Dv) output (`mha_kv` and `attention_kv` also the keys and values over a past: the
+present outputs); `qkv_sizes` splits Attention's packed weight columns.
+A causal Attention (`unidirectional` = 1) lets query i see keys j <= P + i only: the later
+keys get probability 0 (ORT adds the float32 lowest there, whose exp underflows to 0).
 """
 
 from __future__ import annotations
@@ -54,8 +57,6 @@ def _masked(call: OpCall, m: int, padding: Array | None, form: str, like: Any) -
     `padding` holds the mask input's elements (numbers or bit-vector terms), `form` its kind
     (`keys`: (B, L), `rows`: (B, S, L), `lengths`: (B,), keys at index >= it masked); values
     in the sort of `like` (a float term), or float64 numbers when `like` is not a term."""
-    if int(call.attr("unidirectional", 0)):
-        raise fail(call, "unidirectional = 1 is not in the typed form")
     if padding is None:
         return None
     fill = float(np.float32(call.attr("mask_filter_value", -10000.0)))
@@ -88,15 +89,26 @@ def _attend(call: OpCall, q: Array, k: Array, v: Array, add: Array | None) -> Ar
     return _attend_heads(call, _split(q, n), _split(k, n), _split(v, n), add)
 
 
-def _attend_heads(call: OpCall, qh: Array, kh: Array, vh: Array, add: Array | None) -> Array:
-    """`_attend` on Q, K, V in BNSH, back to (B, S, N·Hv)."""
+def _attend_heads(
+    call: OpCall, qh: Array, kh: Array, vh: Array, add: Array | None, causal: int | None = None
+) -> Array:
+    """`_attend` on Q, K, V in BNSH, back to (B, S, N·Hv); with `causal` = P, query i attends
+    to keys 0..P+i only."""
     scale = _scale(call, qh.shape[-1])
     scores = np.matmul(qh, kh.transpose(0, 1, 3, 2))
     scores = vmap(lambda t: t * scale, scores) if qh.dtype == object else scores * scale
     if add is not None:
         scores = scores + add
-    probs = _softmax(scores)
-    out = np.matmul(probs, vh)  # (B, N, S, Hv)
+    if causal is None:
+        out = np.matmul(_softmax(scores), vh)  # (B, N, S, Hv)
+    else:
+        rows = [
+            np.matmul(
+                _softmax(scores[:, :, i : i + 1, : causal + i + 1]), vh[:, :, : causal + i + 1]
+            )
+            for i in range(scores.shape[2])
+        ]
+        out = np.concatenate(rows, axis=2)
     b, n, s, hv = out.shape
     return out.transpose(0, 2, 1, 3).reshape(b, s, n * hv)
 
@@ -127,6 +139,8 @@ def mha_kv(call: OpCall, arrays: list[Array | None], like: Any) -> tuple[Array, 
     V' likewise in BNSH (the present outputs), every query attending to all of K'."""
     q, k, v, bias, padding, attn_bias, pk, pv = (list(arrays) + [None] * 8)[:8]
     assert q is not None and k is not None and v is not None
+    if int(call.attr("unidirectional", 0)):
+        raise fail(call, "a causal MultiHeadAttention is not in the typed form")
     if bias is not None:
         d = q.shape[2]
         q, k, v = q + bias[:d], k + bias[d : 2 * d], v + bias[2 * d :]
@@ -141,12 +155,25 @@ def mha_kv(call: OpCall, arrays: list[Array | None], like: Any) -> tuple[Array, 
 
 
 def attention(call: OpCall, arrays: list[Array | None], like: Any) -> Array:
-    """Attention on (input, weights, bias[, mask_index])."""
-    x, w, bias, mask = (list(arrays) + [None] * 4)[:4]
+    """Attention's output on (input, weights, bias[, mask_index])."""
+    return attention_kv(call, list(arrays)[:4], like)[0]
+
+
+def attention_kv(call: OpCall, arrays: list[Array | None], like: Any) -> tuple[Array, Array, Array]:
+    """(output, K', V') of Attention on (input, weights, bias[, mask_index, past]): K' =
+    concat(past[0], K), V' = concat(past[1], V) in BNSH (present = stack(K', V')); the mask
+    (mask_index over the P+S keys) and the causal rule (j <= P + i) both apply."""
+    x, w, bias, mask, past = (list(arrays) + [None] * 5)[:5]
     assert x is not None and w is not None and bias is not None
     dq, dk, _ = qkv_sizes(call, w.shape[1])
     qkv = np.matmul(x, w) + bias
     q, k, v = qkv[..., :dq], qkv[..., dq : dq + dk], qkv[..., dq + dk :]  # type: ignore[operator]
+    n = int(call.attr("num_heads"))
+    kh, vh = _split(k, n), _split(v, n)
+    if past is not None:
+        kh, vh = np.concatenate([past[0], kh], axis=2), np.concatenate([past[1], vh], axis=2)
     form = {1: "lengths", 2: "keys", 3: "rows"}[mask.ndim] if mask is not None else ""
-    add = _masked(call, x.shape[1], mask, form, like)
-    return _attend(call, q, k, v, add)
+    add = _masked(call, kh.shape[2], mask, form, like)
+    causal = kh.shape[2] - x.shape[1] if int(call.attr("unidirectional", 0)) else None
+    out = _attend_heads(call, _split(q, n), kh, vh, add, causal)
+    return out, kh, vh

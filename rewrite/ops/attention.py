@@ -1,4 +1,5 @@
-"""ORT's attention contrib ops (domain com.microsoft): MultiHeadAttention and Attention.
+"""ORT's MultiHeadAttention contrib op (domain com.microsoft), and the helpers its sibling
+`attention_packed.py` (Attention: packed projection, causal, past/present) shares.
 
 Contract (ORT 1.32's CPU kernels, float32 only; first one output, no past/present state):
 MultiHeadAttention(query (B,S,D), key (B,L,D), value (B,L,Dv)[, bias (D+D+Dv),
@@ -10,12 +11,7 @@ H = D/N (query/key) and Hv = Dv/N (value): per batch b and head h,
 where Q/K/V = query/key/value + their slice of `bias`, scale = the `scale` attribute, or
 1/sqrt(H) computed in float32 when it is 0 (the default), and the mask is 0 where
 key_padding_mask > 0 and `mask_filter_value` (default -10000) elsewhere.
-Attention(input (B,S,Din), weights (Din, Dq+Dk+Dv), bias (Dq+Dk+Dv)[, mask_index int32])
-first projects Q/K/V = input·weights + bias (slices of the packed columns; Dq = Dk = Dv = D/3
-unless `qkv_hidden_sizes`), then attends as above; mask_index (B, L) is a key padding mask,
-(B, S, L) a per-query one, (B,) the count of valid keys (keys at index >= it masked). A causal node
-(`unidirectional` = 1) is not typed: its mask on ORT 1.32 did not match the documented
-j > i rule when S != L (measured), so it stays opaque.
+Attention (`attention_packed.py`) projects Q/K/V from one input, then attends as above.
 
 MultiHeadAttention with a KV cache: given past_key and past_value (B,N,P,H) (ORT needs
 Hv = H then) and both present outputs declared, K' = concat(past_key, K) and
@@ -24,17 +20,15 @@ present_key/present_value (B,N,P+L,H), copies (bit-exact, measured), and every q
 to all P+L keys (no causal mask), key_padding_mask (B, P+L), attention_bias (..., S, P+L).
 ORT concatenates the past only when both present outputs are declared (measured: without
 them, or with present_key alone, output 0 is not that formula), so a node with a past and no
-present output stays opaque.
+present output stays opaque. A causal MultiHeadAttention (`unidirectional` = 1) stays opaque.
 
 Typed forms: `(ms_MultiHeadAttention num_heads scale mask_filter_value
 query key value bias key_padding_mask attention_bias)` (the last three may be `(Absent)`);
 `(ms_MultiHeadAttentionPart num_heads scale mask_filter_value index query key value bias
 key_padding_mask attention_bias past_key past_value)`, output `index` (output, present_key,
 present_value) of a node naming a present output, written back declaring both (`ops.parts`;
-a node naming none is the one-output form); and `(ms_Attention num_heads qkv_hidden_sizes
-scale mask_filter_value input weights bias mask_index)` (mask_index may be `(Absent)`).
-Attention's past/present, MultiHeadAttention's past_sequence_length and cache_indirection,
-other attributes (do_rotary, ...) and 4/5-D packed forms stay opaque.
+a node naming none is the one-output form). MultiHeadAttention's past_sequence_length and
+cache_indirection, other attributes (do_rotary, ...) and 4/5-D packed forms stay opaque.
 
 Z3 semantics: the formula above, exact in reals with exp the `EXP` UF (as Softmax's); the
 present outputs are the concatenated terms (with a bias, K + bias: in the real model exact in
@@ -54,7 +48,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 
-from rewrite.ops._attention_core import attention, mha, mha_kv, qkv_sizes
+from rewrite.ops._attention_core import mha, mha_kv
 from rewrite.ops.base import Dim, EggSig, OpCall, OpSpec, Shape, TensorType, fail
 from rewrite.ops.registry import register
 from rewrite.ops.unary import TRANSCENDENTAL
@@ -133,34 +127,6 @@ def _int32_mask(call: OpCall, i: int) -> None:
         raise fail(call, "the mask must be int32 (the typed form)")
 
 
-def _attention_infer(call: OpCall) -> list[TensorType]:
-    """(B, S, Dv) in input's dtype (float32)."""
-    x, w = _rank(call, 0, 3, "input"), _rank(call, 1, 2, "weights")
-    bias = _rank(call, 2, 1, "bias")
-    if call.input(0).dtype not in (0, F32):
-        raise fail(call, "ORT's CPU kernel takes float32 only")
-    if x is None or w is None:
-        return [TensorType(call.input(0).dtype, None)]
-    _agree(call, x[2], w[0], "input/weights hidden sizes")
-    dq, dk, dv = qkv_sizes(call, w[1])
-    _agree(call, dq, dk, "query/key hidden sizes")
-    if all(isinstance(d, int) for d in (dq, dk, dv)):
-        _agree(call, w[1], dq + dk + dv, "weights' columns")  # type: ignore[operator]
-        if bias is not None:
-            _agree(call, bias[0], w[1], "bias length")
-    _heads(call, dq, "hidden size")
-    _heads(call, dv, "value hidden size")
-    _int32_mask(call, 3)
-    mask = call.input(3).shape if call.has_input(3) else None
-    if mask is not None:
-        if len(mask) not in (1, 2, 3):
-            raise fail(call, "mask_index must be (B,), (B, L) or (B, S, L) (the typed form)")
-        _agree(call, mask[0], x[0], "mask batch")
-        if len(mask) > 1:
-            _agree(call, mask[-1], x[1], "mask length")
-    return [TensorType(call.input(0).dtype, (x[0], x[1], dv))]
-
-
 def _reference(fn: Any) -> Any:
     """`fn` in float64 on the float inputs, rounded to float32 once."""
 
@@ -205,16 +171,6 @@ def _mha_flops(call: OpCall, outputs: list[TensorType]) -> float:
     return _attend_flops(q[0], n, q[1], k[1], h, hv)
 
 
-def _attention_flops(call: OpCall, outputs: list[TensorType]) -> float:
-    x, w = call.input(0).shape, call.input(1).shape
-    if x is None or w is None or len(x) != 3 or not all(isinstance(d, int) for d in (*x, *w)):
-        return 0.0
-    n = int(call.attr("num_heads", 1))
-    dq, _, dv = qkv_sizes(call, w[1])
-    proj = 2.0 * x[0] * x[1] * w[0] * w[1]  # type: ignore[operator]
-    return proj + _attend_flops(x[0], n, x[1], x[1], dq // n, dv // n)  # type: ignore[operator]
-
-
 def _attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
     """Proof values: one and two heads (as query's hidden size allows), scale 0 (1/sqrt(H))
     and 0.5, the default mask_filter_value, qkv_hidden_sizes omitted (equal thirds)."""
@@ -228,11 +184,6 @@ def _attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
     if name == "qkv_hidden_sizes":
         return [()]
     return None
-
-
-def _attention_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
-    """As `_attr_values`, with one head (input's hidden size is not the heads')."""
-    return [1] if name == "num_heads" else _attr_values(name, inputs)
 
 
 _COMMON = (("scale", "f64", 0.0), ("mask_filter_value", "f64", -10000.0))
@@ -355,26 +306,6 @@ MULTI_HEAD_ATTENTION_PART = register(
         "of an ONNX MultiHeadAttention with past_key/past_value (`ops.parts`)",
     )
 )
-ATTENTION = register(
-    OpSpec(
-        "Attention",
-        _attention_infer,
-        _reference(attention),
-        _attention_flops,
-        domain=MS,
-        egg=EggSig(
-            attrs=(("num_heads", "i64", None), ("qkv_hidden_sizes", "VecI", ()), *_COMMON),
-            n_inputs=4,
-            optional=1,
-            to_egg=_to_egg,
-            from_egg=_from_egg,
-        ),
-        z3=_semantics(attention),
-        input_dtypes=(None, None, None, (I32,)),
-        attr_values=_attention_values,
-        doc="Attention: input·weights + bias split into Q, K, V, then MultiHeadAttention",
-    )
-)
 
 
 def _self_test_values() -> list[tuple[dict[str, Any], list[Array | None]]]:
@@ -387,14 +318,10 @@ def _self_test_values() -> list[tuple[dict[str, Any], list[Array | None]]]:
 
     keys = np.array([[1, 0, 1], [1, 1, 0]], np.int32)
     q, k, v = f(2, 2, 4), f(2, 3, 4), f(2, 3, 2)
-    x, w, b = f(2, 3, 5), f(5, 12), f(12)
     return [
         ({"num_heads": 2}, [q, k, v]),
         ({"num_heads": 1, "scale": 0.5}, [q, k, v, f(10), keys, f(1, 1, 2, 3)]),
         ({"num_heads": 2, "mask_filter_value": -30.0}, [q, k, v, None, keys, f(2, 2, 2, 3)]),
-        ({"num_heads": 2}, [x, w, b]),
-        ({"num_heads": 2}, [x, w, b, np.array([2, 3], np.int32)]),
-        ({"num_heads": 1}, [x, w, b, np.array([[1, 0, 1], [0, 1, 1]], np.int32)]),
     ]
 
 
@@ -414,9 +341,7 @@ def _part_test_values() -> list[tuple[dict[str, Any], list[Array | None]]]:
     ]
 
 
-_VALUES = _self_test_values()
 SELF_TEST_VALUES = {
-    (MS, "MultiHeadAttention"): _VALUES[:3],
-    (MS, "Attention"): _VALUES[3:],
+    (MS, "MultiHeadAttention"): _self_test_values(),
     (MS, "MultiHeadAttentionPart"): _part_test_values(),
 }

@@ -10,7 +10,7 @@ attributes, inputs) back as ONE node, outputs no class chose left out ("") excep
 (SkipLayerNormalization: ORT's CPU kernel never writes mean and inv_std_var). A `required`
 output is written even where it comes after the last chosen one (GroupQueryAttention,
 MultiHeadAttention: ORT needs both present outputs, and output 0 with a past depends on their
-being declared).
+being declared; Attention: ORT needs present declared with a past).
 
 `SINGLE_FORM` lists the ops with parts whose node declaring no extra output (none named) is
 typed as the op itself, its one-output typed form, not as part 0 (GroupQueryAttention: output
@@ -58,6 +58,7 @@ PARTS: dict[tuple[str, str], PartOp] = {
     ),
     ("GroupQueryAttentionPart", MS): PartOp("GroupQueryAttention", MS, 3, required=3),
     ("MultiHeadAttentionPart", MS): PartOp("MultiHeadAttention", MS, 3, required=3),
+    ("AttentionPart", MS): PartOp("Attention", MS, 2, required=2),
 }
 """Typed part (name, domain) -> the ONNX op it is an output of."""
 

@@ -22,6 +22,7 @@ import numpy as np
 from onnx import helper
 
 from rewrite.ops.attention import SELF_TEST_VALUES as ATTENTION_VALUES
+from rewrite.ops.attention_packed import SELF_TEST_VALUES as PACKED_VALUES
 from rewrite.ops.base import OpCall, OpSpec, TensorType, onnx_dtype
 from rewrite.ops.contrib_cuda import ORT_STAND_INS
 from rewrite.ops.contrib_cuda import SELF_TEST_VALUES as CUDA_ONLY_VALUES
@@ -37,6 +38,7 @@ from rewrite.verify.semantics import environment, interpret_array, symbols
 Array = np.ndarray
 LISTED: dict[tuple[str, str], list[tuple[dict[str, Any], list[Array | None]]]] = {
     **ATTENTION_VALUES,
+    **PACKED_VALUES,
     **CUDA_ONLY_VALUES,
     **DQ_VALUES,
     **GQA_VALUES,

@@ -230,6 +230,25 @@ CASES = [
         given={3: [1, 2]},
     ),
     OpCase(
+        "Attention",
+        ((2, 3, 3), (3, 12), (12,), (2, 3)),
+        values={"num_heads": 2, "unidirectional": 1},
+        domain=MS,
+        dtypes=(F, F, F, T.INT32),
+        given={3: [[1, 1, 0], [0, 1, 1]]},
+    ),
+    *(
+        OpCase(
+            "AttentionPart",
+            ((1, 2, 3), (3, 12), (12,), (1, 5), (2, 1, 2, 3, 2)),
+            values={"num_heads": 2, "unidirectional": 1, "index": index},
+            domain=MS,
+            dtypes=(F, F, F, T.INT32, F),
+            given={3: [[1, 0, 1, 1, 1]]},
+        )
+        for index in (0, 1)
+    ),
+    OpCase(
         "GroupQueryAttention",
         ((2, 3, 16), (2, 3, 8), (2, 3, 8), (2, 1, 0, 8), (2, 1, 0, 8), (2,), ()),
         values={"num_heads": 2, "kv_num_heads": 1},
