@@ -124,11 +124,20 @@ def constants(rule: Rule) -> list[tuple[int, bool]]:
     return out
 
 
-def cases(rule: Rule, bound: Bound) -> Iterator[Case]:
+def cases(
+    rule: Rule, bound: Bound, attempts: int | None = None, only: int | None = None
+) -> Iterator[Case]:
     """Every case of every rewrite of `rule` within `bound` (with dims around the rule's
-    integer constants, `Bound.around`) that the left side matches."""
+    integer constants, `Bound.around`) that the left side matches. `attempts`: at most that
+    many typings of an op's inputs and attributes are tried in all (None: all), in the order
+    of the full enumeration (so the first rewrites come first); a rule with many variables and open attributes (Conv's
+    kernel, strides, dilations, pads, group, then BatchNormalization's four vectors) has
+    millions, most ill-typed. `only`: the index of the one rewrite to enumerate."""
     bound = bound.around(constants(rule))
+    tries = [attempts if attempts is not None else -1]
     for k, rw in enumerate(rule.rewrites):
+        if only is not None and k != only:
+            continue
         tvars: list[str] = []
         for t in rw.lhs:
             for s in subterms(t):
@@ -152,7 +161,7 @@ def cases(rule: Rule, bound: Bound) -> Iterator[Case]:
             for v, r in ranks.items():
                 if v in pools:
                     pools[v] = tuple(s for s in pools[v] if len(s) == r)
-            shapes = _Shapes(tvars, dict(zip(tvars, dtypes, strict=True)), pools)
+            shapes = _Shapes(tvars, dict(zip(tvars, dtypes, strict=True)), pools, tries=tries)
             yield from _bind_rewrite(rw, k, shapes, bound)
 
 
@@ -186,6 +195,8 @@ class _Shapes:
     pools: dict[str, tuple[tuple[int, ...], ...]]
     domains: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
     """(op domain, op, attribute, input types) -> the attribute's values (`bound.domain`)."""
+    tries: list[int] = field(default_factory=lambda: [-1])
+    """Typings left to try (`cases`' attempts, shared by its rewrites; negative: no limit)."""
 
     def assign(
         self, needed: set[str], types: dict[Term, TensorType]
@@ -241,6 +252,9 @@ def _bind(
         in_types = [None if isinstance(t, Absent) else typed[t] for t in app.inputs]
         for combo in product(*_choices(spec, given, attrs, in_types, shapes, bound)):
             values = {p.name: val for p, val in zip(params(spec), combo, strict=True)}
+            if shapes.tries[0] == 0:
+                return
+            shapes.tries[0] -= 1
             try:
                 out = infer(spec, app, in_types, values)
             except ShapeError:

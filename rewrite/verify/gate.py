@@ -176,6 +176,11 @@ def _result(
             status = UNKNOWN
             reason = f"sampling failed on {sampled['crashed']} case(s), a bug of rewrite's"
             reason += f" ({'; '.join(sampled['notes'])[:300]}): not accepted as approximate"
+        elif sampled.get("unsampled") and not sampled.get("counterexample"):
+            status = UNKNOWN
+            missed = ", ".join(str(k) for k in sampled["unsampled"])
+            reason = f"no sample of rewrite(s) {missed} of {len(rule.rewrites)} (too many typings"
+            reason += " to enumerate): not accepted as approximate"
         elif sampled["samples"] > 0 and err <= tol and not sampled.get("counterexample"):
             status, reason = APPROXIMATE, f"not exact; sampled max error {err:.3g} <= {tol:g}"
         else:

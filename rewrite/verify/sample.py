@@ -76,6 +76,9 @@ class SampleResult:
     crashed: int = 0
     """Cases the sampler itself failed on (a bug of rewrite's, named in `notes`): an
     approximate rule is not accepted on a sample with such gaps."""
+    unsampled: list[int] = field(default_factory=list)
+    """Rewrites (indices) of an approximate rule no chosen case instantiates (none found
+    within `sample_cases.ATTEMPTS`): such a rule is not accepted as approximate."""
 
     @property
     def refuted(self) -> bool:
@@ -87,6 +90,7 @@ class SampleResult:
             self.samples > 0
             and not self.refuted
             and not self.crashed
+            and not self.unsampled
             and self.max_error <= tolerance
         )
 
@@ -105,6 +109,9 @@ def sample(
     run = _Run(claim_of(rule.tags), tolerance, TERM_RELATIVE in rule.tags)
     rng = np.random.default_rng(seed)
     chosen = choose_cases(rule, cases_, rng)
+    missed = sorted(set(range(len(rule.rewrites))) - {c.index for c in chosen})
+    if missed and not rule.exact:
+        run.unsampled = missed
     for case in chosen:
         try:
             run.case(case, rng, rounds)
@@ -131,6 +138,7 @@ class _Run:
         self.cx: dict[str, Any] | None = None
         self.line = ""
         self.crashed = 0
+        self.unsampled: list[int] = []
 
     def result(self, n_cases: int, seconds: float) -> SampleResult:
         if self.rejected:
@@ -145,7 +153,7 @@ class _Run:
         notes = sorted(set(self.notes))
         return SampleResult(
             numeric, n_cases, self.n, err, self.err32, seconds, notes,
-            self.claim, self.cx, self.line, self.crashed,
+            self.claim, self.cx, self.line, self.crashed, self.unsampled,
         )  # fmt: skip
 
     def refute(self, case: Case, why: str, values: dict[str, Array], outs: Any) -> None:

@@ -23,6 +23,10 @@ from rewrite.rules.rule import Rule
 from rewrite.verify.bound import Bound
 from rewrite.verify.cases import Case, cases
 
+ATTEMPTS = 3_000_000
+"""Typings `choose_cases` tries per rule (`cases`' attempts, shared by its bounds and
+rewrites): about 30 s of enumeration. A rule that needs more (Conv's open attributes times BatchNormalization's
+four vectors) gets the cases found within it; `sample` notes the rewrites left without one."""
 LARGE_SHAPES: tuple[tuple[int, ...], ...] = (
     (), (1,), (6,),
     (1, 1), (1, 6), (4, 1), (4, 6), (6, 4),
@@ -88,8 +92,11 @@ def choose_cases(rule: Rule, n: int, rng: np.random.Generator) -> list[Case]:
             sub = tuple(shapes[int(i)] for i in sorted(pick))
             bounds.append(replace(LARGE, shapes=sub, few=sub))
     groups: dict[Any, dict[Any, list[Case]]] = {}
+    n_rw = len(rule.rewrites)  # every rewrite its share of each bound
+    tries, cap = ATTEMPTS // (len(bounds) * n_rw), max(1, 3000 // (len(bounds) * n_rw))
     for b in bounds:
-        for c in islice(cases(rule, b), 3000 // len(bounds)):
+        found = (c for k in range(n_rw) for c in islice(cases(rule, b, tries, k), cap))
+        for c in found:
             dts = tuple(t.dtype for t in c.tensors.values())
             shapes_ = tuple(t.shape for t in c.tensors.values())
             groups.setdefault(dts, {}).setdefault(shapes_, []).append(c)

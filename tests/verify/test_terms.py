@@ -10,6 +10,8 @@ import pytest
 from rewrite.errors import RuleError
 from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
 from rewrite.rules.rule import Rule
+from rewrite.verify import sample_cases
+from rewrite.verify.gate import UNKNOWN, verify_rules
 from rewrite.verify.refute import scaled_error
 from rewrite.verify.sample import sample
 from rewrite.verify.terms import term_scale, term_scaled_error
@@ -70,3 +72,26 @@ def test_a_term_relative_rule_that_changes_the_value_is_refuted() -> None:
 def test_term_relative_qualifies_approximate_rules_only() -> None:
     with pytest.raises(RuleError, match="term-relative"):
         _scale_rule(["term-relative"])
+
+
+def test_an_approximate_rule_with_a_rewrite_left_unsampled_is_not_accepted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no room for typings (`sample_cases.ATTEMPTS`), no rewrite gets a case and the gate
+    says unknown, not approximate; with the default room, each rewrite gets its share."""
+    rs = RuleSet("coverage")
+
+    @rs.rule(tags=["approximate", "term-relative"])
+    def two_forms(a: Tensor, b: Tensor, c: Tensor) -> list[Rewrite]:
+        """(a + b) + c = a + (b + c), both ways"""
+        return [rewrite((a + b) + c).to(a + (b + c)), rewrite(a + (b + c)).to((a + b) + c)]
+
+    monkeypatch.setattr(sample_cases, "ATTEMPTS", 0)
+    s = sample(rs.rules[0])
+    assert s.unsampled == [0, 1] and not s.within(1.0), s
+    (res,) = verify_rules(rs.rules, cache=False)
+    monkeypatch.undo()
+    assert not sample(rs.rules[0]).unsampled
+    (full,) = verify_rules(rs.rules, cache=False)
+    assert full.status == "approximate", full
+    assert res.status == UNKNOWN and "no sample of rewrite(s) 0, 1" in res.reason, res
