@@ -130,9 +130,9 @@ def cases(
     """Every case of every rewrite of `rule` within `bound` (with dims around the rule's
     integer constants, `Bound.around`) that the left side matches. `attempts`: at most that
     many typings of an op's inputs and attributes are tried in all (None: all), in the order
-    of the full enumeration (so the first rewrites come first); a rule with many variables and open attributes (Conv's
-    kernel, strides, dilations, pads, group, then BatchNormalization's four vectors) has
-    millions, most ill-typed. `only`: the index of the one rewrite to enumerate."""
+    of the full enumeration; a rule with many variables and open attributes (Conv's kernel,
+    strides, dilations, pads, group, then BatchNormalization's four vectors) has millions,
+    most ill-typed. `only`: the index of the one rewrite to enumerate."""
     bound = bound.around(constants(rule))
     tries = [attempts if attempts is not None else -1]
     for k, rw in enumerate(rule.rewrites):

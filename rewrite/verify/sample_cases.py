@@ -25,8 +25,9 @@ from rewrite.verify.cases import Case, cases
 
 ATTEMPTS = 3_000_000
 """Typings `choose_cases` tries per rule (`cases`' attempts, shared by its bounds and
-rewrites): about 30 s of enumeration. A rule that needs more (Conv's open attributes times BatchNormalization's
-four vectors) gets the cases found within it; `sample` notes the rewrites left without one."""
+rewrites): about 30 s of enumeration. A rule that needs more (Conv's open attributes times
+BatchNormalization's four vectors) gets the cases found within it; `sample` notes the
+rewrites left without one."""
 LARGE_SHAPES: tuple[tuple[int, ...], ...] = (
     (), (1,), (6,),
     (1, 1), (1, 6), (4, 1), (4, 6), (6, 4),
