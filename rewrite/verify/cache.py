@@ -32,7 +32,9 @@ from rewrite.paths import user_cache_dir
 from rewrite.rules.language import And, App, AttrVar, BinOp, Call, Cmp, Lit, Term, Var, subterms
 from rewrite.rules.rule import Rule
 
-VERSION = 4  # 4: ranks 0-6 and dims around constants in the bound; 2: adversarial sampling
+VERSION = 5
+"""5: every rewrite sampled, term-relative rules; 4: ranks 0-6 and dims around constants in
+the bound; 2: adversarial sampling."""
 # 3: exactness classes (bit-exact / exact with the float check), bit-vector integers, IEEE model
 _VERIFIER = (
     "bound.py", "cases.py", "evaluate.py", "prove.py", "sample.py", "semantics.py",
