@@ -46,7 +46,8 @@ def conv_bn_fold(
     in_range = [t.all(lambda e: e.is_finite() & (abs(e) <= 1e4)) for t in (w, scale, bias, mean)]
     in_range.append(var.all(lambda e: e.is_finite() & (e >= 0) & (e <= 1e4)))
     for n in (1, 2, 3):
-        consts = [w.rank == n + 2, w.is_const(), scale.is_const(), bias.is_const()]
+        consts = [x.rank == n + 2, w.rank == n + 2, w.is_const(), scale.is_const()]
+        consts += [bias.is_const(), *(v.rank == 1 for v in (scale, bias, mean, var))]
         consts += [mean.is_const(), var.is_const(), *in_range]
         for pad in PADS:
             attrs = dict(kernel_shape=k, strides=s, dilations=d, group=g, auto_pad=pad)
@@ -57,7 +58,11 @@ def conv_bn_fold(
                 sc = scale / op.Sqrt(var + eps)
                 s4 = op.Unsqueeze(sc, axes=list(range(1, n + 2)))
                 new_bias = bias - mean * sc if conv_bias is None else (b - mean) * sc + bias
-                more = [] if conv_bias is None else [b.is_const(), b.all(lambda e: abs(e) <= 1e4)]
+                more = (
+                    []
+                    if conv_bias is None
+                    else [b.is_const(), b.rank == 1, b.all(lambda e: abs(e) <= 1e4)]
+                )
                 rhs = op.Conv(x, w * s4, new_bias, **attrs)
                 out.append(rewrite(lhs).to(rhs, *consts, *more))
     return out

@@ -20,9 +20,9 @@ Not here (`examples/refused_rules.py` holds them, each with the ORT run that sho
 attention scale moved to the smaller operand, (A @ B)·c = (A·c) @ B, overflows on one side only
 whatever the guard (A and B are activations); and PyTorch's F.gelu order x·(1 + erf)·0.5
 overflows where Gelu does not. ONNX's own Gelu (opset 20) is not a target: the models here are
-opset 17. RMSNorm's fused op is ORT's, not ONNX's: onnx.checker's full check rejects it, so on
-an input that passes that check the optimized model is refused and the input graph written
-(fires, but pays off only on inputs checked at a lower level). Pad into Conv is
+opset 17. RMSNorm's fused op, SimplifiedLayerNormalization, is ORT's in the ONNX domain: the
+output passes onnx.checker with ORT's schema (`rewrite/onnx_io/ort_ops.py`), the report notes
+that only ORT runs it, and `--target portable` never writes it. Pad into Conv is
 `rulesets/constants.py`'s; Conv + BatchNormalization is `examples/conv_bn_rules.py`'s.
 """
 

@@ -21,6 +21,7 @@ from typing import Protocol
 import onnx
 
 from rewrite.files import make_temp
+from rewrite.onnx_io.check import run_checker
 from rewrite.onnx_io.feeds import load_inputs
 from rewrite.onnx_io.inputs import make_inputs
 from rewrite.pipeline import Options
@@ -69,7 +70,7 @@ def lower_staged(
     tmp = make_temp(staged.parent, prefix=".lowered.", suffix=".onnx")
     try:
         onnx.save_model(result.model, str(tmp))
-        onnx.checker.check_model(str(tmp), full_check=True)
+        run_checker(tmp, "full")
         with clock.stage("measure"):
             feeds = load_inputs(opts.inputs, str(src)) if opts.inputs else None
             feeds = feeds or make_inputs(str(src), seed=opts.seed, dims=dict(opts.dims) or None)

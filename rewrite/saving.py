@@ -21,6 +21,9 @@ plus the differential check in ONNX Runtime. So:
 
 The input's level is only measured when a written model fails a check, so a valid input costs
 nothing extra.
+
+The checks know the ops ONNX Runtime registers in the ONNX domain (`onnx_io.check`); a written
+model that uses one gets a note saying so: only ONNX Runtime runs it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from rewrite.errors import ModelError
 from rewrite.onnx_io import save
 from rewrite.onnx_io.check import CHECKS, CheckerError, check_level
 from rewrite.onnx_io.graph import Graph
+from rewrite.onnx_io.ort_ops import attribute_ops, ort_only_used
 from rewrite.report import Report
 
 
@@ -57,6 +61,7 @@ class Saver:
     report: Report
     _input: tuple[str, str] | None = None
     _warned: bool = False
+    _ort_note: str = ""
 
     def input_level(self) -> tuple[str, str]:
         """The strictest check the input file passes, and why it fails the full check.
@@ -104,6 +109,11 @@ class Saver:
             ) from e
 
     def _save(self, graph: Graph, *, our_fault: str) -> None:
+        """`_save_checked`, then the note on ORT's ONNX-domain ops for what was written."""
+        self._save_checked(graph, our_fault=our_fault)
+        self._note_ort_ops(graph)
+
+    def _save_checked(self, graph: Graph, *, our_fault: str) -> None:
         """Save at `level()`; when the checker rejects the model at a level the input fails
         too, warn (once) that the input is invalid and retry at the input's level."""
         try:
@@ -124,6 +134,23 @@ class Saver:
                 f"{self.dst}: onnx.checker ({e.level} check) rejects {our_fault}, though the "
                 f"input {self.src} passes it (a bug of rewrite's): {e.reason}"
             ) from e
+
+    def _note_ort_ops(self, graph: Graph) -> None:
+        """The report notes the ORT-only ONNX-domain ops of the graph just written (replacing
+        the note of a graph written before it), if it has any."""
+        if self._ort_note and self._ort_note in self.report.notes:
+            self.report.notes.remove(self._ort_note)
+        pairs = [(n.domain, n.op_type) for n in graph.nodes]
+        pairs += [p for n in graph.nodes for p in attribute_ops(n.attributes)]
+        ops = ort_only_used(pairs)
+        self._ort_note = ""
+        if ops:
+            self._ort_note = (
+                f"{self.dst} uses ONNX Runtime's ops in the ONNX domain ({', '.join(ops)}): "
+                "only ONNX Runtime runs it, it is not portable (onnx.checker accepts it with "
+                "ORT's schemas of those ops)"
+            )
+            self.report.notes.append(self._ort_note)
 
     def _warn_input(self) -> None:
         if self._warned:

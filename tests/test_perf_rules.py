@@ -133,17 +133,7 @@ def test_the_tanh_gelu_fusion_is_sampled_within_the_tolerance() -> None:
     assert res.status == "approximate", res.message()
 
 
-_CHECKER = "SimplifiedLayerNormalization is ORT's, not an ONNX op: onnx.checker's full check, "
-_CHECKER += "which the input passes, rejects the output, and the input graph is written"
-_OPTIMIZED = [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_CHECKER))
-    if n == "rms_norm_fusion"
-    else n
-    for n in sorted(new_models())
-]
-
-
-@pytest.mark.parametrize("name", _OPTIMIZED)
+@pytest.mark.parametrize("name", sorted(new_models()))
 def test_perf_rule_optimizes_its_model_and_the_output_checks(name: str, tmp_path: Path) -> None:
     """`rewrite optimize --rules examples/perf_rules.py` (proofs trusted: `rewrite verify`
     proves them) fires the rule, and the differential check in ORT accepts the output."""
@@ -157,6 +147,7 @@ def test_perf_rule_optimizes_its_model_and_the_output_checks(name: str, tmp_path
     assert report["verification"]["ok"] is True
     fused = {"gelu_erf_fusion": "Gelu", "gelu_tanh_fusion": "FastGelu"}
     fused["layer_norm_fusion"] = "LayerNormalization"  # the QKV merge: cheaper unmerged here
+    fused["rms_norm_fusion"] = "SimplifiedLayerNormalization"  # ORT's, in the ONNX domain
     ops = {nd.op_type for nd in onnx.load(dst).graph.node}
     assert fused.get(name, "MatMul") in ops, ops
 

@@ -12,6 +12,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from rewrite.cli import main
+from tests.perf_models import new_models
 
 SILU_RULE = '''
 from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
@@ -89,3 +90,37 @@ def test_lower_precision_is_refused_under_portable(tmp_path: Path, capsys) -> No
     argv = ["optimize", str(src), str(dst), "--target", "portable", "--precision", "auto"]
     assert main([*argv, "--max-error", "1e-2", "-q"]) == 1
     assert "portable" in capsys.readouterr().err and not dst.exists()
+
+
+RMS_RULE = '''
+from rewrite.rules import Rewrite, RuleSet, Tensor, op, rewrite
+
+MINE = RuleSet("mine")
+
+
+@MINE.rule(tags=["approximate"])  # no target tag: portable, writes ORT's ONNX-domain op
+def rms(x: Tensor, eps: Tensor, w: Tensor) -> list[Rewrite]:
+    """x / sqrt(mean(x^2) + eps) * w = SimplifiedLayerNormalization(x, w, epsilon=eps)"""
+    r = op.Sqrt(op.ReduceMean(op.Pow(x, 2.0), axes=[-1], keepdims=1) + eps)
+    rhs = op.SimplifiedLayerNormalization(x, w, axis=-1, epsilon=eps.value())
+    ok = (eps.is_const(), eps.is_scalar(), eps.value() > 0.0, x.dtype == "float32")
+    ok += (w.rank == 1, w.dim(0) == x.dim(-1))
+    forms = [n * w for n in (x / r, x * (1.0 / r))] + [w * n for n in (x / r, x * (1.0 / r))]
+    return [rewrite(lhs).to(rhs, *ok) for lhs in forms]
+'''
+
+
+def test_portable_never_writes_an_op_only_onnxruntime_defines(tmp_path: Path) -> None:
+    """SimplifiedLayerNormalization is in the ONNX domain, but only ORT defines it."""
+    src, rules = tmp_path / "m.onnx", tmp_path / "r.py"
+    onnx.save(new_models()["rms_norm_fusion"], src)
+    rules.write_text(RMS_RULE)
+    written = {}
+    for target in ("cpu", "portable"):
+        dst = tmp_path / f"{target}.onnx"
+        argv = ["optimize", str(src), str(dst), "--rules", str(rules), "--ruleset", "mine"]
+        argv += ["--trust-rules", "--allow-approximate", "--target", target, "-q"]
+        assert main(argv) == 0
+        written[target] = {nd.op_type for nd in onnx.load(dst).graph.node}
+    assert "SimplifiedLayerNormalization" in written["cpu"], written  # the control
+    assert "SimplifiedLayerNormalization" not in written["portable"], written

@@ -66,6 +66,7 @@ from rewrite.extract.target import (
     target_from_table,
 )
 from rewrite.extract.work import Dims, Work, call_work, type_bytes
+from rewrite.onnx_io.ort_ops import is_ort_only
 from rewrite.ops.base import OpCall, TensorType
 
 __all__ = [
@@ -250,7 +251,8 @@ STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
 
 
 def standard_only(costs: NodeCosts, snapshot: Snapshot, keep: set[tuple[str, str]]) -> NodeCosts:
-    """`costs` with every e-node of an op outside the standard ONNX domains priced `inf`, so
+    """`costs` with every e-node of an op outside the standard ONNX domains (or one ONNX Runtime
+    defines in the ONNX domain: SimplifiedLayerNormalization, `onnx_io.ort_ops`) priced `inf`, so
     no extractor writes it, unless the input graph already has that (domain, op) (`keep`):
     the `portable` target writes only standard ONNX ops besides the input's own."""
     out = dict(costs)
@@ -258,7 +260,7 @@ def standard_only(costs: NodeCosts, snapshot: Snapshot, keep: set[tuple[str, str
         for n in c.nodes:
             if (
                 n.op not in LEAVES
-                and n.domain not in STANDARD_DOMAINS
+                and (n.domain not in STANDARD_DOMAINS or is_ort_only(n.domain, n.op))
                 and (n.domain, n.op) not in keep
             ):
                 out[(c.id, n)] = math.inf

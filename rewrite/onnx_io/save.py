@@ -1,8 +1,9 @@
 """Write a `Graph` back to ONNX: exact header, used initializers only, atomic, checked.
 
-The destination is only ever replaced by a complete file that `onnx.checker` (full check)
-accepted: the model (and its external data, for large models) is written to temporary files
-in the destination folder, checked there, then renamed into place.
+The destination is only ever replaced by a complete file that `onnx.checker` (full check,
+with ORT's ONNX-domain ops known: `onnx_io.check.run_checker`) accepted: the model (and its
+external data, for large models) is written to temporary files in the destination folder,
+checked there, then renamed into place.
 
 Memory: `save` never builds a ModelProto holding the weights. The model is written from a
 *skeleton* (header, nodes, graph inputs and outputs: no initializers) and the graph's own
@@ -28,7 +29,7 @@ from onnx import numpy_helper
 
 from rewrite.errors import ModelError
 from rewrite.files import make_temp
-from rewrite.onnx_io.check import CHECKS, CheckerError
+from rewrite.onnx_io.check import CHECKS, CheckerError, run_checker
 from rewrite.onnx_io.graph import Graph, Node
 from rewrite.onnx_io.shapes import add_light, copy_fields, first_line
 
@@ -326,10 +327,9 @@ def _write_bytes(path: Path, chunks: Iterable[bytes]) -> None:
 
 
 def _check(path: Path, where: str, level: str) -> None:
-    if level == "none":
-        return
+    """`run_checker` at `level`; CheckerError naming `where` when it rejects the model."""
     try:
-        onnx.checker.check_model(str(path), full_check=level == "full")
+        run_checker(path, level)
     except Exception as e:  # ValidationError, InferenceError, or C++ errors
         reason = first_line(e)
         raise CheckerError(

@@ -13,7 +13,7 @@ contains them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import product
 from typing import Any
@@ -124,15 +124,25 @@ def constants(rule: Rule) -> list[tuple[int, bool]]:
     return out
 
 
+Fallback = Callable[[str, int], tuple[tuple[int, ...], ...]]
+"""(variable, rank) -> shapes of that rank it takes where its pool has none (`cases`)."""
+
+
 def cases(
-    rule: Rule, bound: Bound, attempts: int | None = None, only: int | None = None
+    rule: Rule,
+    bound: Bound,
+    attempts: int | None = None,
+    only: int | None = None,
+    fallback: Fallback | None = None,
 ) -> Iterator[Case]:
     """Every case of every rewrite of `rule` within `bound` (with dims around the rule's
     integer constants, `Bound.around`) that the left side matches. `attempts`: at most that
     many typings of an op's inputs and attributes are tried in all (None: all), in the order
     of the full enumeration; a rule with many variables and open attributes (Conv's kernel,
     strides, dilations, pads, group, then BatchNormalization's four vectors) has millions,
-    most ill-typed. `only`: the index of the one rewrite to enumerate."""
+    most ill-typed. `only`: the index of the one rewrite to enumerate. `fallback`: the shapes a
+    variable whose rank a guard fixes (`x.rank == r`) takes where the bound's pool has none of
+    that rank (a random subset of shapes, for a rule with many variables)."""
     bound = bound.around(constants(rule))
     tries = [attempts if attempts is not None else -1]
     for k, rw in enumerate(rule.rewrites):
@@ -161,6 +171,8 @@ def cases(
             for v, r in ranks.items():
                 if v in pools:
                     pools[v] = tuple(s for s in pools[v] if len(s) == r)
+                    if not pools[v] and fallback is not None and not is_literal(v):
+                        pools[v] = fallback(v, r)
             shapes = _Shapes(tvars, dict(zip(tvars, dtypes, strict=True)), pools, tries=tries)
             yield from _bind_rewrite(rw, k, shapes, bound)
 

@@ -62,14 +62,20 @@ def _at(mask: Array, left: Array, right: Array, what: str) -> str:
 
 
 def excuse_overflow(
-    left: Array, right: Array, exact: Array | None, tolerance: float | None = None
+    left: Array,
+    right: Array,
+    exact: Array | None,
+    tolerance: float | None = None,
+    scale: Array | None = None,
 ) -> tuple[Array, Array]:
     """`left`, `right` with the elements that agree by overflow made equal, given `exact` (the
     left side in float64):
     - both non-finite where `exact` overflows the dtype: NaN on both sides (see `violation`);
     - with a `tolerance` (approximate claims): the left non-finite where `exact` is within the
       dtype's range and the right within `tolerance` of it (max(1, |exact|) scaled): the right
-      there (the rewrite removed an intermediate overflow; it is closer to the exact value)."""
+      there (the rewrite removed an intermediate overflow; it is closer to the exact value);
+      `scale` (a `term-relative` rule's terms, `verify.terms`) widens that to max(1, |exact|,
+      scale)."""
     if exact is None or not exact.shape == left.shape == right.shape or left.dtype.kind != "f":
         return left, right
     e64 = exact.astype(np.float64)
@@ -81,7 +87,8 @@ def excuse_overflow(
         left, right = np.where(both, np.nan, left), np.where(both, np.nan, right)
     if tolerance is not None:
         with np.errstate(all="ignore"):
-            near = np.abs(right.astype(np.float64) - e64) <= tolerance * np.maximum(1.0, e)
+            room = np.maximum(1.0, e) if scale is None else np.maximum(np.maximum(1.0, e), scale)
+            near = np.abs(right.astype(np.float64) - e64) <= tolerance * room
         closer = ~np.isfinite(left) & np.isfinite(e64) & (e <= top) & np.isfinite(right) & near
         if closer.any():
             left = np.where(closer, right, left)

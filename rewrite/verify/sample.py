@@ -286,7 +286,7 @@ class _Run:
         overflow there); elsewhere the error is relative to the terms (`verify.terms`)."""
         out = ~(scale <= float(np.finfo(left.dtype).max))
         left, right = np.where(out, np.nan, left), np.where(out, np.nan, right)
-        excused = excuse_overflow(left, right, exact, self.tol)
+        excused = excuse_overflow(left, right, exact, self.tol, scale)
         err = term_scaled_error(excused[1], excused[0], scale)
         why = violation(self.claim, left, right, self.tol, exact, excused)
         return err, "" if why.startswith(SCALED) and err <= self.tol else why

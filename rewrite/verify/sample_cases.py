@@ -21,7 +21,7 @@ from onnx import TensorProto
 from rewrite.rules.language import App, Lit, Term, Var, subterms
 from rewrite.rules.rule import Rule
 from rewrite.verify.bound import Bound
-from rewrite.verify.cases import Case, cases
+from rewrite.verify.cases import Case, Fallback, cases
 
 ATTEMPTS = 3_000_000
 """Typings `choose_cases` tries per rule (`cases`' attempts, shared by its bounds and
@@ -79,12 +79,14 @@ def constant_shapes(rule: Rule) -> list[tuple[int, ...]]:
 
 
 def choose_cases(rule: Rule, n: int, rng: np.random.Generator) -> list[Case]:
-    """Up to `n` cases of `rule`, spread over shape combinations, smallest first."""
+    """Up to `n` cases of `rule`, spread over shape combinations, smallest first, and one more
+    for each rewrite they leave out (where one was found)."""
     extra = constant_shapes(rule)
     shapes = tuple(dict.fromkeys((*LARGE_SHAPES, *(s for s in extra if min(s) >= 1))))
     bounds = [replace(LARGE, shapes=shapes, few=LARGE.few + tuple(extra[:4]))]
     n_vars = max(len({s.name for t in rw.lhs for s in subterms(t) if isinstance(s, Var)})
                  for rw in rule.rewrites)  # fmt: skip
+    fallback = None
     if len(shapes) ** n_vars > 1500:  # too many combinations to enumerate: random subsets
         m = max(3, int(300 ** (1 / n_vars)))
         bounds = []
@@ -92,16 +94,40 @@ def choose_cases(rule: Rule, n: int, rng: np.random.Generator) -> list[Case]:
             pick = rng.choice(len(shapes), size=min(m, len(shapes)), replace=False)
             sub = tuple(shapes[int(i)] for i in sorted(pick))
             bounds.append(replace(LARGE, shapes=sub, few=sub))
+        fallback = _of_rank(shapes, m, n_vars)  # its own generator: rng draws as before
     groups: dict[Any, dict[Any, list[Case]]] = {}
+    by_rewrite: dict[int, list[Case]] = {}
     n_rw = len(rule.rewrites)  # every rewrite its share of each bound
     tries, cap = ATTEMPTS // (len(bounds) * n_rw), max(1, 3000 // (len(bounds) * n_rw))
     for b in bounds:
-        found = (c for k in range(n_rw) for c in islice(cases(rule, b, tries, k), cap))
+        found = (c for k in range(n_rw) for c in islice(cases(rule, b, tries, k, fallback), cap))
         for c in found:
             dts = tuple(t.dtype for t in c.tensors.values())
             shapes_ = tuple(t.shape for t in c.tensors.values())
             groups.setdefault(dts, {}).setdefault(shapes_, []).append(c)
-    return sorted(_spread(groups, n, rng), key=_size)
+            by_rewrite.setdefault(c.index, []).append(c)
+    chosen = _spread(groups, n, rng)
+    have = {c.index for c in chosen}
+    for k, found_k in sorted(by_rewrite.items()):  # every rewrite found gets one case at least
+        if k not in have:
+            chosen.append(found_k[int(rng.integers(0, len(found_k)))])
+    return sorted(chosen, key=_size)
+
+
+def _of_rank(shapes: tuple[tuple[int, ...], ...], m: int, seed: int) -> Fallback:
+    """A `cases` fallback: m random shapes of the rank asked for (seeded; the same ones for a
+    variable and rank whatever the bound)."""
+    rng = np.random.default_rng(seed)
+    picked: dict[tuple[str, int], tuple[tuple[int, ...], ...]] = {}
+
+    def fallback(v: str, r: int) -> tuple[tuple[int, ...], ...]:
+        if (v, r) not in picked:
+            pool = [s for s in shapes if len(s) == r]
+            idx = rng.choice(len(pool), size=min(m, len(pool)), replace=False) if pool else []
+            picked[(v, r)] = tuple(pool[int(i)] for i in sorted(idx))
+        return picked[(v, r)]
+
+    return fallback
 
 
 def _spread(
