@@ -27,8 +27,9 @@ from rewrite.egraph.encode_parts import encode_parts
 from rewrite.egraph.literals import literal, q, vec
 from rewrite.egraph.opaque import OpaqueEntry, opaque_entry, opaque_key
 from rewrite.egraph.schema import DOMAIN_PREFIX, SYM_BASE, egg_name, program, writable
+from rewrite.errors import ShapeError
 from rewrite.onnx_io.graph import Graph, Node, release_pages
-from rewrite.ops.base import EggSig, OpSpec, TensorType, onnx_dtype
+from rewrite.ops.base import UNKNOWN, EggSig, OpCall, OpSpec, TensorType, onnx_dtype
 from rewrite.ops.parts import DROPPABLE
 from rewrite.ops.registry import lookup, second_forms
 
@@ -199,7 +200,9 @@ class _Encoder:
             if len(inputs) > 2 and inputs[2] and not self.is_false(inputs[2]):
                 return None
             inputs = inputs[:1]
-        if len(outputs) != 1 and not self.drops_extra_outputs(n, domain):
+        if len(outputs) != 1 and any(outputs[1:]) and not self.drops_extra_outputs(n, domain):
+            return None  # extra outputs declared with empty names are not produced: one output
+        if domain and not self.in_contract(spec, n):
             return None
         attrs = n.attrs
         if n.op_type == "Dropout":
@@ -233,6 +236,19 @@ class _Encoder:
             return None
         tensors = [self.ref(inputs[i]) for i in range(n_total) if i not in sig.const_inputs]
         return f"({egg_name(spec, n_tensors)} {' '.join(args + tensors)})"
+
+    def in_contract(self, spec: OpSpec, n: Node) -> bool:
+        """Whether a contrib op's node is inside its typed contract: its `infer` accepts the
+        node's types and constants (a GroupQueryAttention with a past and one output, whose
+        output ORT computes from memory it never wrote, is not)."""
+        types = [self.g.types.get(i, UNKNOWN) if i else None for i in n.inputs]
+        consts = [self.const_value(i) if i else None for i in n.inputs]
+        call = OpCall(n.op_type, types, consts, n.attrs, 1, self.g.opset)
+        try:
+            spec.infer(call)
+        except (ShapeError, ValueError):
+            return False
+        return True
 
     def drops_extra_outputs(self, n: Node, domain: str) -> bool:
         """Whether `n` is typed as its output 0: its op is in `ops.parts.DROPPABLE`, output 0

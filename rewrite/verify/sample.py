@@ -20,8 +20,8 @@ case whose right side our shape functions reject, or whose sides differ in type,
 
 The result also gives the rule's numeric class on the normal sets: `bit-exact` (ORT
 bit-identical), `exact-in-reals` (float64 scaled error <= 1e-9), `approximate` (above it),
-or `ort-rejects-rhs`; `max_error` is the largest scaled error (`refute.scaled_error`) of the
-float64 and the ORT outputs over all samples.
+`ort-rejects-rhs`, or `not-sampled` (no sample); `max_error` is the largest scaled error
+(`refute.scaled_error`) of the float64 and the ORT outputs over all samples.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ from rewrite.verify.terms import term_scale, term_scaled_error
 Array = np.ndarray
 BIT_EXACT, EXACT_IN_REALS, APPROXIMATE = "bit-exact", "exact-in-reals", "approximate"
 ORT_REJECTS = "ort-rejects-rhs"
+NOT_SAMPLED = "not-sampled"
 REALS_EXACT = 1e-9
 TERM_RELATIVE = "term-relative"
 """The tag of an approximate rule whose error is relative to its terms (`verify.terms`)."""
@@ -141,7 +142,9 @@ class _Run:
         self.unsampled: list[int] = []
 
     def result(self, n_cases: int, seconds: float) -> SampleResult:
-        if self.rejected:
+        if self.n == 0:
+            numeric = NOT_SAMPLED
+        elif self.rejected:
             numeric = ORT_REJECTS
         elif self.normal64 > REALS_EXACT:
             numeric = APPROXIMATE

@@ -145,7 +145,6 @@ def test_cli_no_rules_writes_bit_identical_outputs(tmp_path: Path) -> None:
 
 G = {"num_heads": 2, "kv_num_heads": 1}
 OPAQUE: list[tuple[str, Arrays, dict[str, Any], tuple[str, ...]]] = [
-    ("empty-present-names", inputs(1, 2, 2, 1), {"num_heads": 2, "kv_num_heads": 1}, ("y", "", "")),
     ("window", inputs(1, 2, 2, 1), {**G, "local_window_size": 1}, ("y",)),
     ("softcap", inputs(1, 2, 2, 1), {**G, "softcap": 5.0}, ("y",)),
     ("smooth", inputs(1, 2, 2, 1), {**G, "smooth_softmax": 1}, ("y",)),

@@ -7,7 +7,9 @@ present_key/present_value bit for bit, the output within rtol 2e-5, atol 1e-6; `
 shapes equal to ORT's. A one-node model and a decoder step (projections, lengths from an
 attention mask, GQA with past inputs and present graph outputs) encode with 0 opaque nodes and
 `optimize` writes models whose ORT outputs are bit-identical. Refused: B > 1 with S > 1 and a
-past (ORT refuses it too), a one-output node with a past, an empty present name.
+past (ORT refuses it too), a one-output node with a past (ORT reads memory it never wrote:
+encoded opaque). Present outputs listed with empty names are not produced: the one-output
+form.
 """
 
 from __future__ import annotations
@@ -205,14 +207,24 @@ def test_unused_present_outputs_are_written_back(tmp_path: Path) -> None:
 def test_a_node_naming_no_present_output_is_not_typed_as_parts(
     outs: tuple[str, ...], tmp_path: Path
 ) -> None:
-    """One output: the one-output form (its output 0 is computed otherwise for S > 1); present
-    outputs listed with empty names: opaque, as before."""
+    """One output, or present outputs listed with empty names (ORT computes neither): the
+    one-output form (its output 0 is computed otherwise for S > 1)."""
     arrays, attrs = inputs(1, 2, 2, 1, 8, 0, seed=4), {"num_heads": 2, "kv_num_heads": 1}
     path = tmp_path / "m.onnx"
     onnx.save(_model(arrays, attrs, outs, consts=True), path)
     enc = encode(load(path))
     assert PART not in enc.text
-    assert (enc.typed, enc.opaque_nodes) == ((1, 0) if len(outs) == 1 else (0, 1))
+    assert (enc.typed, enc.opaque_nodes) == (1, 0)
+
+
+@pytest.mark.parametrize("outs", [("y",), ("y", "", "")], ids=["one-output", "empty-names"])
+def test_a_one_output_node_with_a_past_stays_opaque(outs: tuple[str, ...], tmp_path: Path) -> None:
+    """Outside the typed contract (`infer` refuses a past without present outputs): opaque."""
+    arrays, attrs = inputs(1, 1, 2, 1, 8, 3, seed=6), {"num_heads": 2, "kv_num_heads": 1}
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(arrays, attrs, outs, consts=True), path)
+    enc = encode(load(path))
+    assert (enc.typed, enc.opaque_nodes) == (0, 1)
 
 
 def _decoder_step(b: int, d: int, n: int, nkv: int, h: int, p: int) -> onnx.ModelProto:

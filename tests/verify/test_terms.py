@@ -13,7 +13,7 @@ from rewrite.rules.rule import Rule
 from rewrite.verify import sample_cases
 from rewrite.verify.gate import UNKNOWN, verify_rules
 from rewrite.verify.refute import scaled_error
-from rewrite.verify.sample import sample
+from rewrite.verify.sample import NOT_SAMPLED, sample
 from rewrite.verify.terms import term_scale, term_scaled_error
 
 
@@ -88,7 +88,7 @@ def test_an_approximate_rule_with_a_rewrite_left_unsampled_is_not_accepted(
 
     monkeypatch.setattr(sample_cases, "ATTEMPTS", 0)
     s = sample(rs.rules[0])
-    assert s.unsampled == [0, 1] and not s.within(1.0), s
+    assert s.unsampled == [0, 1] and not s.within(1.0) and s.numeric == NOT_SAMPLED, s
     (res,) = verify_rules(rs.rules, cache=False)
     monkeypatch.undo()
     assert not sample(rs.rules[0]).unsampled
