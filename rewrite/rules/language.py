@@ -11,7 +11,7 @@ into an egglog rule, the evaluator runs it on concrete arrays, the prover on Z3 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -325,6 +325,36 @@ def attr_vars(x: Any) -> set[str]:
     if isinstance(x, Call):
         return set().union(*(attr_vars(a) for a in x.args))
     return set()
+
+
+def children(x: Any) -> tuple[Any, ...]:
+    """The parts of one node of the rule language: a rewrite's sides and guards, an op's
+    inputs and attribute values, a constant's number, an expression's operands, a sequence's
+    items (none for variables and literals)."""
+    if isinstance(x, tuple | list):
+        return tuple(x)
+    if isinstance(x, Rewrite):
+        return (*x.lhs, *x.rhs, *x.guards)
+    if isinstance(x, App):
+        return (*x.inputs, *(v for _, v in x.attrs))
+    if isinstance(x, Const):
+        return (x.number,)
+    if isinstance(x, Call):
+        return tuple(x.args)
+    if isinstance(x, Cmp | BinOp):
+        return (x.left, x.right)
+    if isinstance(x, And):
+        return tuple(x.parts)
+    return ()
+
+
+def nodes(items: Any) -> Iterator[Any]:
+    """Every node reachable from `items` through `children` (pre-order)."""
+    stack = [items]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(children(x)))
 
 
 def subterms(t: Term) -> list[Term]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from rewrite.ops import lookup
-from rewrite.rules.language import App, Term
+from rewrite.rules.language import App, Term, nodes
 from rewrite.rules.rule import Rule, RuleSet
 
 _SUFFIXES = ("Part", "Dyn")
@@ -36,16 +36,7 @@ def onnx_op(name: str, domain: str = "") -> str:
 
 def ops_of(terms: Iterable[Term]) -> set[str]:
     """The ONNX op types the op applications in `terms` (and their inputs) name."""
-    out: set[str] = set()
-    stack = list(terms)
-    while stack:
-        t = stack.pop()
-        if isinstance(t, App):
-            out.add(onnx_op(t.op, t.domain))
-            stack.extend(t.inputs)
-        elif isinstance(t, tuple | list):
-            stack.extend(t)
-    return out
+    return {onnx_op(t.op, t.domain) for t in nodes(tuple(terms)) if isinstance(t, App)}
 
 
 def _needs(rule: Rule) -> set[str]:

@@ -27,17 +27,14 @@ from rewrite.rules.domain import Domain
 from rewrite.rules.elements import Cond
 from rewrite.rules.language import (
     And,
-    App,
     AttrVar,
-    BinOp,
     Call,
-    Cmp,
-    Const,
     Float,
     Int,
     Ints,
     Rewrite,
     Var,
+    nodes,
 )
 from rewrite.rules.literals import desugar
 
@@ -218,24 +215,4 @@ def make_rule(f: Callable[..., Any], tags: Iterable[str] = ()) -> Rule:
 def _names_in(items: Any) -> set[str]:
     """The names of the pattern variables (tensor and attribute) anywhere in `items`: terms,
     attribute values, conditions, nested in tuples and expressions."""
-    out: set[str] = set()
-    stack = [items]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Var | AttrVar):
-            out.add(x.name)
-        elif isinstance(x, tuple | list):
-            stack.extend(x)
-        elif isinstance(x, Rewrite):
-            stack.extend((x.lhs, x.rhs, x.guards))
-        elif isinstance(x, App):
-            stack.extend((x.inputs, tuple(v for _, v in x.attrs)))
-        elif isinstance(x, Const):
-            stack.append(x.number)
-        elif isinstance(x, Call):
-            stack.append(x.args)
-        elif isinstance(x, Cmp | BinOp):
-            stack.extend((x.left, x.right))
-        elif isinstance(x, And):
-            stack.append(x.parts)
-    return out
+    return {x.name for x in nodes(items) if isinstance(x, Var | AttrVar)}
