@@ -18,17 +18,17 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type hints
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rewrite.egraph.encode import encode
 from rewrite.errors import ShapeError
 from rewrite.onnx_io import load
-from rewrite.ops.base import OpCall, TensorType, onnx_dtype
+from rewrite.ops.base import TensorType, onnx_dtype
 from rewrite.ops.registry import lookup
-from rewrite.verify.semantics import environment, interpret_array, symbols
 from tests.ops.roundtrip import assert_optimizes_identically, round_trip
+from tests.ops.test_typed_attention import call_of, z3_values
+from tests.ops.typed_consts import feeds_of, run_outputs
 
 MS = "com.microsoft"
 OP, PART = "Attention", "AttentionPart"
@@ -79,39 +79,6 @@ def _model(arrays: Arrays, attrs: dict[str, Any], outs: tuple[str, ...]) -> onnx
     return m
 
 
-def _feeds(arrays: Arrays) -> dict[str, np.ndarray]:
-    return {f"x{i}": a for i, a in enumerate(arrays) if a is not None}
-
-
-def run_ort(m: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return [np.asarray(a) for a in sess.run(None, feeds)]
-
-
-def call_of(op: str, arrays: Arrays, attrs: dict[str, Any]) -> OpCall:
-    types = [None if a is None else TensorType(onnx_dtype(a), a.shape) for a in arrays]
-    return OpCall(op, types, [None] * len(arrays), attrs)
-
-
-def z3_values(op: str, arrays: Arrays, attrs: dict[str, Any]) -> np.ndarray:
-    """`op`'s Z3 semantics (real model) evaluated on `arrays` (exp the real function)."""
-    spec = lookup(op, MS)
-    assert spec is not None and spec.z3 is not None
-    syms = {
-        f"x{i}": symbols(f"x{i}", TensorType(onnx_dtype(a), a.shape))
-        for i, a in enumerate(arrays)
-        if a is not None
-    }
-    terms = [None if a is None else syms[f"x{i}"] for i, a in enumerate(arrays)]
-    out = spec.z3(call_of(op, arrays, attrs), terms)[0]
-    wide = {
-        k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in _feeds(arrays).items()
-    }
-    return interpret_array(np.asarray(out, dtype=object), environment(syms, wide))
-
-
 def _close(got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), 2e-5, 1e-6)
 
@@ -136,7 +103,7 @@ def test_part_reference_and_semantics_give_orts_outputs(case: tuple[Any, ...]) -
     b, n, h, p, s, masked = case
     arrays = inputs(b, s, n, h, p, masked, seed=b + 3 * n + 5 * h + 7 * p + 11 * s)
     attrs = {"num_heads": n, "unidirectional": 1}
-    want = run_ort(_model(arrays, attrs, ("y", "present")), _feeds(arrays))
+    want = run_outputs(_model(arrays, attrs, ("y", "present")), feeds_of(arrays))
     assert [w.shape for w in want] == [(b, s, n * h), (2, b, n, p + s, h)]
     spec = lookup(PART, MS)
     assert spec is not None and spec.reference is not None
@@ -158,7 +125,7 @@ def test_part_reference_and_semantics_give_orts_outputs(case: tuple[Any, ...]) -
 def test_a_non_causal_part_gives_orts_outputs(p: int, masked: bool) -> None:
     """unidirectional = 0 with a past: every query attends to all P+S keys."""
     arrays, attrs = inputs(2, 4, 2, 4, p, masked, seed=p + masked), {"num_heads": 2}
-    want = run_ort(_model(arrays, attrs, ("y", "present")), _feeds(arrays))
+    want = run_outputs(_model(arrays, attrs, ("y", "present")), feeds_of(arrays))
     spec = lookup(PART, MS)
     assert spec is not None and spec.reference is not None
     for index, w in enumerate(want):
@@ -181,14 +148,14 @@ def test_one_output_causal_form_gives_orts_output(form: str, tmp_path: Path) -> 
     arrays = [*inputs(2, 4, 2, 4, 0, False, seed=9)[:3], MASKS[form]]
     attrs = {"num_heads": 2, "unidirectional": 1}
     m = _model(arrays, attrs, ("y",))
-    (want,) = run_ort(m, _feeds(arrays))
+    (want,) = run_outputs(m, feeds_of(arrays))
     spec = lookup(OP, MS)
     assert spec is not None and spec.reference is not None
     call = call_of(OP, arrays, attrs)
     assert spec.infer(call)[0] == TensorType(TensorProto.FLOAT, want.shape)
     _close(spec.reference(call, arrays)[0], want)
     _close(z3_values(OP, arrays, attrs), want)
-    assert_optimizes_identically(m, _feeds(arrays), tmp_path)
+    assert_optimizes_identically(m, feeds_of(arrays), tmp_path)
 
 
 def test_causal_differs_from_non_causal() -> None:
@@ -217,7 +184,7 @@ def test_one_node_with_present_optimizes_identically(tmp_path: Path) -> None:
     path = tmp_path / "m.onnx"
     onnx.save(m, path)
     assert encode(load(path)).text.count(f"{PART} ") == 2
-    assert_optimizes_identically(m, _feeds(arrays), tmp_path)
+    assert_optimizes_identically(m, feeds_of(arrays), tmp_path)
 
 
 def test_unused_present_without_past_is_dropped(tmp_path: Path) -> None:
@@ -228,7 +195,10 @@ def test_unused_present_without_past_is_dropped(tmp_path: Path) -> None:
     out = round_trip(m, tmp_path)
     (node,) = out.graph.node
     assert list(node.output) == ["y"]
-    assert run_ort(m, _feeds(arrays))[0].tobytes() == run_ort(out, _feeds(arrays))[0].tobytes()
+    assert (
+        run_outputs(m, feeds_of(arrays))[0].tobytes()
+        == run_outputs(out, feeds_of(arrays))[0].tobytes()
+    )
 
 
 def test_a_past_with_unused_present_stays_opaque(tmp_path: Path) -> None:
@@ -283,7 +253,7 @@ def test_decoder_step_encodes_typed_and_optimizes_identically(
     feeds = {"x": rng.standard_normal((b, s, d)).astype(np.float32), "mask": mask}
     if p:
         feeds["past"] = rng.standard_normal((2, b, n, p, d // n)).astype(np.float32)
-    want, got = run_ort(m, feeds), run_ort(out, feeds)
+    want, got = run_outputs(m, feeds), run_outputs(out, feeds)
     assert [x.shape for x in want] == [(b, s, d), (2, b, n, p + s, d // n)]
     for x, y in zip(want, got, strict=True):
         assert x.dtype == y.dtype and x.tobytes() == y.tobytes()

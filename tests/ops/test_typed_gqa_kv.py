@@ -19,17 +19,17 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type hints
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rewrite.egraph.encode import encode
 from rewrite.errors import ShapeError
 from rewrite.onnx_io import load
-from rewrite.ops.base import OpCall, TensorType, onnx_dtype
+from rewrite.ops.base import TensorType, onnx_dtype
 from rewrite.ops.registry import lookup
-from rewrite.verify.semantics import environment, interpret_array, symbols
 from tests.ops.roundtrip import assert_optimizes_identically, round_trip
+from tests.ops.test_typed_attention import call_of, z3_values
+from tests.ops.typed_consts import feeds_of, run_outputs
 
 MS = "com.microsoft"
 OP, PART = "GroupQueryAttention", "GroupQueryAttentionPart"
@@ -75,39 +75,6 @@ def _model(arrays: Arrays, attrs: dict[str, Any], outs: tuple[str, ...], consts:
     return m
 
 
-def _feeds(arrays: Arrays, skip: tuple[int, ...] = ()) -> dict[str, np.ndarray]:
-    return {f"x{i}": a for i, a in enumerate(arrays) if a is not None and i not in skip}
-
-
-def run_ort(m: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return [np.asarray(a) for a in sess.run(None, feeds)]
-
-
-def call_of(arrays: Arrays, attrs: dict[str, Any], index: int) -> OpCall:
-    types = [None if a is None else TensorType(onnx_dtype(a), a.shape) for a in arrays]
-    return OpCall(PART, types, [None] * len(arrays), {**attrs, "index": index})
-
-
-def z3_values(arrays: Arrays, attrs: dict[str, Any], index: int) -> np.ndarray:
-    """The part's Z3 semantics (real model) evaluated on `arrays` (exp the real function)."""
-    spec = lookup(PART, MS)
-    assert spec is not None and spec.z3 is not None
-    syms = {
-        f"x{i}": symbols(f"x{i}", TensorType(onnx_dtype(a), a.shape))
-        for i, a in enumerate(arrays)
-        if a is not None
-    }
-    terms = [None if a is None else syms[f"x{i}"] for i, a in enumerate(arrays)]
-    out = spec.z3(call_of(arrays, attrs, index), terms)[0]
-    wide = {
-        k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in _feeds(arrays).items()
-    }
-    return interpret_array(np.asarray(out, dtype=object), environment(syms, wide))
-
-
 GRID = [
     (b, n, nkv, h, p, s)
     for b in (1, 2)
@@ -134,11 +101,11 @@ def test_reference_and_semantics_give_orts_outputs(case: tuple[int, ...]) -> Non
         inputs(b, s, n, nkv, h, p, seed=sum(case)),
         {"num_heads": n, "kv_num_heads": nkv},
     )
-    want = run_ort(_model(arrays, attrs, ("y", "pk", "pv"), False), _feeds(arrays))
+    want = run_outputs(_model(arrays, attrs, ("y", "pk", "pv"), False), feeds_of(arrays))
     spec = lookup(PART, MS)
     assert spec is not None and spec.reference is not None
     for index, w in enumerate(want):
-        call = call_of(arrays, attrs, index)
+        call = call_of(PART, arrays, {**attrs, "index": index})
         assert spec.infer(call)[0] == TensorType(TensorProto.FLOAT, w.shape)
         ref = spec.reference(call, arrays)[0]
         assert ref.dtype == w.dtype
@@ -146,18 +113,20 @@ def test_reference_and_semantics_give_orts_outputs(case: tuple[int, ...]) -> Non
             _close(ref, w)
         else:  # the present outputs: copies, bit for bit
             assert ref.tobytes() == w.tobytes()
-            assert np.array_equal(z3_values(arrays, attrs, index), w.astype(np.float64))
-    _close(z3_values(arrays, attrs, 0), want[0])
+            assert np.array_equal(
+                z3_values(PART, arrays, {**attrs, "index": index}), w.astype(np.float64)
+            )
+    _close(z3_values(PART, arrays, {**attrs, "index": 0}), want[0])
 
 
 def test_ort_and_infer_refuse_a_batch_with_a_past_and_several_positions() -> None:
     arrays, attrs = inputs(2, 4, 2, 1, 8, 3, seed=0), {"num_heads": 2, "kv_num_heads": 1}
     with pytest.raises(Exception, match="batch_size must be 1"):
-        run_ort(_model(arrays, attrs, ("y", "pk", "pv"), False), _feeds(arrays))
+        run_outputs(_model(arrays, attrs, ("y", "pk", "pv"), False), feeds_of(arrays))
     spec = lookup(PART, MS)
     assert spec is not None
     with pytest.raises(ShapeError, match="batch"):
-        spec.infer(call_of(arrays, attrs, 0))
+        spec.infer(call_of(PART, arrays, {**attrs, "index": 0}))
 
 
 @pytest.mark.parametrize("what", ["padding", "longer-buffer"])
@@ -171,7 +140,7 @@ def test_lengths_outside_the_contract_are_refused_by_the_reference(what: str) ->
     assert spec is not None and spec.reference is not None
     for index in (0, 1, 2):
         with pytest.raises(ShapeError, match="padding"):
-            spec.reference(call_of(arrays, attrs, index), arrays)
+            spec.reference(call_of(PART, arrays, {**attrs, "index": index}), arrays)
 
 
 OPTIMIZE = [(1, 4, 2, 8, 3, 1), (2, 4, 1, 16, 0, 4), (1, 2, 2, 8, 3, 4), (2, 4, 2, 16, 3, 1)]
@@ -187,7 +156,7 @@ def test_one_node_with_present_outputs_optimizes_identically(
     path = tmp_path / "m.onnx"
     onnx.save(m, path)
     assert encode(load(path)).text.count(f"{PART} ") == 3
-    assert_optimizes_identically(m, _feeds(arrays, skip=(5, 6)), tmp_path)
+    assert_optimizes_identically(m, feeds_of(arrays, skip=(5, 6)), tmp_path)
 
 
 def test_unused_present_outputs_are_written_back(tmp_path: Path) -> None:
@@ -199,8 +168,8 @@ def test_unused_present_outputs_are_written_back(tmp_path: Path) -> None:
     out = round_trip(m, tmp_path)
     (node,) = out.graph.node
     assert len(node.output) == 3 and all(node.output)
-    feeds = _feeds(arrays, skip=(5, 6))
-    assert run_ort(m, feeds)[0].tobytes() == run_ort(out, feeds)[0].tobytes()
+    feeds = feeds_of(arrays, skip=(5, 6))
+    assert run_outputs(m, feeds)[0].tobytes() == run_outputs(out, feeds)[0].tobytes()
 
 
 @pytest.mark.parametrize("outs", [("y",), ("y", "", "")], ids=["one-output", "empty-names"])
@@ -286,7 +255,7 @@ def test_decoder_step_encodes_typed_and_optimizes_identically(tmp_path: Path) ->
     enc = encode(load(path))
     assert enc.opaque_nodes == 0 and enc.text.count(f"{PART} ") == 3
     out = round_trip(m, tmp_path)
-    want, got = run_ort(m, feeds), run_ort(out, feeds)
+    want, got = run_outputs(m, feeds), run_outputs(out, feeds)
     assert [w.shape for w in want] == [(b, 1, d), (b, nkv, p + 1, h), (b, nkv, p + 1, h)]
     for w, g in zip(want, got, strict=True):
         assert w.dtype == g.dtype and w.tobytes() == g.tobytes()

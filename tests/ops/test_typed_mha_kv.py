@@ -18,17 +18,17 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type hints
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rewrite.egraph.encode import encode
 from rewrite.errors import ShapeError
 from rewrite.onnx_io import load
-from rewrite.ops.base import OpCall, TensorType, onnx_dtype
+from rewrite.ops.base import TensorType, onnx_dtype
 from rewrite.ops.registry import lookup
-from rewrite.verify.semantics import environment, interpret_array, symbols
 from tests.ops.roundtrip import assert_optimizes_identically, round_trip
+from tests.ops.test_typed_attention import call_of, z3_values
+from tests.ops.typed_consts import feeds_of, run_outputs
 
 MS = "com.microsoft"
 OP, PART = "MultiHeadAttention", "MultiHeadAttentionPart"
@@ -78,39 +78,6 @@ def _model(arrays: Arrays, attrs: dict[str, Any], outs: tuple[str, ...]) -> onnx
     return m
 
 
-def _feeds(arrays: Arrays) -> dict[str, np.ndarray]:
-    return {f"x{i}": a for i, a in enumerate(arrays) if a is not None}
-
-
-def run_ort(m: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return [np.asarray(a) for a in sess.run(None, feeds)]
-
-
-def call_of(arrays: Arrays, attrs: dict[str, Any], index: int) -> OpCall:
-    types = [None if a is None else TensorType(onnx_dtype(a), a.shape) for a in arrays]
-    return OpCall(PART, types, [None] * len(arrays), {**attrs, "index": index})
-
-
-def z3_values(arrays: Arrays, attrs: dict[str, Any], index: int) -> np.ndarray:
-    """The part's Z3 semantics (real model) evaluated on `arrays` (exp the real function)."""
-    spec = lookup(PART, MS)
-    assert spec is not None and spec.z3 is not None
-    syms = {
-        f"x{i}": symbols(f"x{i}", TensorType(onnx_dtype(a), a.shape))
-        for i, a in enumerate(arrays)
-        if a is not None
-    }
-    terms = [None if a is None else syms[f"x{i}"] for i, a in enumerate(arrays)]
-    out = spec.z3(call_of(arrays, attrs, index), terms)[0]
-    wide = {
-        k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in _feeds(arrays).items()
-    }
-    return interpret_array(np.asarray(out, dtype=object), environment(syms, wide))
-
-
 GRID = [
     (b, n, h, p, s, extras)
     for b in (1, 2)
@@ -134,11 +101,11 @@ def _close(got: np.ndarray, want: np.ndarray) -> None:
 def test_reference_and_semantics_give_orts_outputs(case: tuple[Any, ...]) -> None:
     b, n, h, p, s, extras = case
     arrays, attrs = inputs(b, s, n, h, p, extras, seed=b + n + h + p + s), {"num_heads": n}
-    want = run_ort(_model(arrays, attrs, ("y", "pk", "pv")), _feeds(arrays))
+    want = run_outputs(_model(arrays, attrs, ("y", "pk", "pv")), feeds_of(arrays))
     spec = lookup(PART, MS)
     assert spec is not None and spec.reference is not None
     for index, w in enumerate(want):
-        call = call_of(arrays, attrs, index)
+        call = call_of(PART, arrays, {**attrs, "index": index})
         assert spec.infer(call)[0] == TensorType(TensorProto.FLOAT, w.shape)
         ref = spec.reference(call, arrays)[0]
         assert ref.dtype == w.dtype
@@ -146,11 +113,13 @@ def test_reference_and_semantics_give_orts_outputs(case: tuple[Any, ...]) -> Non
             _close(ref, w)
         else:  # the present outputs: copies (bias added), bit for bit
             assert ref.tobytes() == w.tobytes()
-            z = z3_values(arrays, attrs, index)  # K + bias in reals: float32's rounding apart
+            z = z3_values(
+                PART, arrays, {**attrs, "index": index}
+            )  # K + bias in reals: float32's rounding apart
             if arrays[3] is None:
                 assert np.array_equal(z, w.astype(np.float64))
             np.testing.assert_allclose(z, w.astype(np.float64), rtol=1.2e-7, atol=0)
-    _close(z3_values(arrays, attrs, 0), want[0])
+    _close(z3_values(PART, arrays, {**attrs, "index": 0}), want[0])
 
 
 def test_infer_refuses_a_value_head_other_than_the_keys_with_a_past() -> None:
@@ -160,7 +129,7 @@ def test_infer_refuses_a_value_head_other_than_the_keys_with_a_past() -> None:
     spec = lookup(PART, MS)
     assert spec is not None
     with pytest.raises(ShapeError, match="value head size"):
-        spec.infer(call_of(arrays, {"num_heads": 2}, 0))
+        spec.infer(call_of(PART, arrays, {"num_heads": 2, "index": 0}))
 
 
 @pytest.mark.parametrize("extras", ["", "bias+mask+attn"])
@@ -170,7 +139,7 @@ def test_one_node_with_present_outputs_optimizes_identically(extras: str, tmp_pa
     path = tmp_path / "m.onnx"
     onnx.save(m, path)
     assert encode(load(path)).text.count(f"{PART} ") == 3
-    assert_optimizes_identically(m, _feeds(arrays), tmp_path)
+    assert_optimizes_identically(m, feeds_of(arrays), tmp_path)
 
 
 def test_unused_present_outputs_are_written_back(tmp_path: Path) -> None:
@@ -182,7 +151,10 @@ def test_unused_present_outputs_are_written_back(tmp_path: Path) -> None:
     out = round_trip(m, tmp_path)
     (node,) = out.graph.node
     assert len(node.output) == 3 and all(node.output)
-    assert run_ort(m, _feeds(arrays))[0].tobytes() == run_ort(out, _feeds(arrays))[0].tobytes()
+    assert (
+        run_outputs(m, feeds_of(arrays))[0].tobytes()
+        == run_outputs(out, feeds_of(arrays))[0].tobytes()
+    )
 
 
 @pytest.mark.parametrize("outs", [("y",), ("y", "", "")], ids=["one-output", "empty-names"])
@@ -235,7 +207,7 @@ def test_decoder_step_encodes_typed_and_optimizes_identically(tmp_path: Path) ->
         "past_key": rng.standard_normal(past).astype(np.float32),
         "past_value": rng.standard_normal(past).astype(np.float32),
     }
-    want, got = run_ort(m, feeds), run_ort(out, feeds)
+    want, got = run_outputs(m, feeds), run_outputs(out, feeds)
     assert [x.shape for x in want] == [(b, 1, d), tuple(present), tuple(present)]
     for x, y in zip(want, got, strict=True):
         assert x.dtype == y.dtype and x.tobytes() == y.tobytes()

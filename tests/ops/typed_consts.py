@@ -4,6 +4,7 @@ Z3 semantics evaluated on numbers, and a bit-level comparison."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -127,3 +128,16 @@ def data(shape: tuple[int, ...], dtype: type, seed: int, special: bool = False) 
         with np.errstate(over="ignore"):
             return rng.choice(np.array(SPECIALS, dtype=np.float64), size=shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
+
+
+def feeds_of(arrays: Sequence[np.ndarray | None], skip: tuple[int, ...] = ()) -> Feeds:
+    """Graph inputs `x{i}` for the given operands (omitted ones and `skip` left out)."""
+    return {f"x{i}": a for i, a in enumerate(arrays) if a is not None and i not in skip}
+
+
+def run_outputs(m: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
+    """Every output of `m` in ORT (one intra-op thread, ORT's default graph optimizations)."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return [np.asarray(a) for a in sess.run(None, feeds)]
