@@ -42,9 +42,11 @@ def claim_of(tags: frozenset[str] | set[str]) -> str:
     return EXACT_CLAIM
 
 
-def scaled_error(a: Array, b: Array) -> float:
-    """max |a - b| / max(1, max |b|) over elements finite in both; inf when NaN/Inf differ."""
-    if a.shape != b.shape:
+def scaled_error(a: Array, b: Array, scale: Array | None = None) -> float:
+    """max |a - b| / max(1, max |b|) over elements finite in both; inf when NaN/Inf differ.
+    With `scale` (b's shape: a `term-relative` rule's terms, `verify.terms`), each element's
+    divisor is max(1, max |b|, scale there): never above the error without it."""
+    if a.shape != b.shape or (scale is not None and scale.shape != b.shape):
         return float("inf")
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     fa, fb = np.isfinite(a64), np.isfinite(b64)
@@ -52,8 +54,11 @@ def scaled_error(a: Array, b: Array) -> float:
         return float("inf")
     if not fa.any():
         return 0.0
-    scale = max(1.0, float(np.max(np.abs(b64[fb]))))
-    return float(np.max(np.abs(a64[fa] - b64[fb]))) / scale
+    floor = max(1.0, float(np.max(np.abs(b64[fb]))))
+    if scale is None:
+        return float(np.max(np.abs(a64[fa] - b64[fb]))) / floor
+    denom = np.maximum(floor, np.where(np.isfinite(scale), scale, np.inf))[fa]
+    return float(np.max(np.abs(a64[fa] - b64[fb]) / denom))
 
 
 def _at(mask: Array, left: Array, right: Array, what: str) -> str:

@@ -50,7 +50,7 @@ from rewrite.verify.refute import (
 )
 from rewrite.verify.sample_cases import LARGE, choose_cases
 from rewrite.verify.specials import draw_rounds, np_dtype, satisfying
-from rewrite.verify.terms import term_scale, term_scaled_error
+from rewrite.verify.terms import term_scale
 
 Array = np.ndarray
 BIT_EXACT, EXACT_IN_REALS, APPROXIMATE = "bit-exact", "exact-in-reals", "approximate"
@@ -275,11 +275,11 @@ class _Run:
 
     def error(self, a: Array, b: Array, scales: _TermScales | None, k: int) -> float:
         """`scaled_error(a, b)`; for a `term-relative` rule, where that exceeds the
-        tolerance, the smaller `terms.term_scaled_error` of output k."""
+        tolerance, the smaller error relative to output k's terms (`verify.terms`)."""
         err = scaled_error(a, b)
         if scales is None or err <= self.tol:
             return err
-        return min(err, term_scaled_error(a, b, scales.of(k)))
+        return min(err, scaled_error(a, b, scales.of(k)))
 
     def relative_to_terms(
         self, left: Array, right: Array, exact: Array, scale: Array
@@ -290,7 +290,7 @@ class _Run:
         out = ~(scale <= float(np.finfo(left.dtype).max))
         left, right = np.where(out, np.nan, left), np.where(out, np.nan, right)
         excused = excuse_overflow(left, right, exact, self.tol, scale)
-        err = term_scaled_error(excused[1], excused[0], scale)
+        err = scaled_error(excused[1], excused[0], scale)
         why = violation(self.claim, left, right, self.tol, exact, excused)
         return err, "" if why.startswith(SCALED) and err <= self.tol else why
 

@@ -10,7 +10,7 @@ relatively by the unit roundoff moves y_j by at most u·S_j). The derivatives ar
 differences in float64 with a relative step (2^-20 of |v_i|); non-finite or non-float
 inputs, and elements whose difference is not finite, contribute nothing.
 
-`term_scaled_error(a, b, s)` = max over elements finite in both of
+`refute.scaled_error(a, b, S)` = max over elements finite in both of
 |a_j - b_j| / max(1, max|b|, S_j) (inf where NaN/inf differ): never above
 `refute.scaled_error(a, b)`, so a rule within its tolerance relative to the output is within it
 relative to the terms too.
@@ -64,18 +64,3 @@ def _moved(values: dict[str, Array], name: str, i: int, v: float) -> dict[str, A
     arr = values[name].copy()
     arr.reshape(-1)[i] = v
     return {**values, name: arr}
-
-
-def term_scaled_error(a: Array, b: Array, scale: Array) -> float:
-    """max |a - b| / max(1, max|b|, S) over elements finite in both (module docstring)."""
-    if a.shape != b.shape or scale.shape != b.shape:
-        return float("inf")
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    fa, fb = np.isfinite(a64), np.isfinite(b64)
-    if not np.array_equal(fa, fb) or not np.array_equal(a64[~fa], b64[~fb], equal_nan=True):
-        return float("inf")
-    if not fa.any():
-        return 0.0
-    floor = max(1.0, float(np.max(np.abs(b64[fb]))))
-    denom = np.maximum(floor, np.where(np.isfinite(scale), scale, np.inf))[fa]
-    return float(np.max(np.abs(a64[fa] - b64[fb]) / denom))
