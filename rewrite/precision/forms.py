@@ -40,8 +40,12 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from rewrite.precision import static
+
 MS = "com.microsoft"
-FORMS = ("int8_dynamic", "int8_block", "int4_block")
+FORMS = ("int8_dynamic", "int8_block", "int4_block", "int8_static")
+MATMUL_FORMS = ("int8_dynamic", "int8_block", "int4_block")
+"""The forms of MatMul and Gemm; `int8_static` is Conv's (`static.py`)."""
 BITS = {"int8_block": 8, "int4_block": 4}
 """The MatMulNBits forms and their bits."""
 BLOCK = 32
@@ -67,6 +71,15 @@ class Candidate:
     n: int
     transposed: bool
     """Gemm with transB = 1: W is stored (N, K)."""
+    attrs: str = ""
+    """A Conv's attributes (`static.attrs_key`): with `wshape`, what its kernel time depends on."""
+    wshape: tuple[int, ...] = ()
+    """A Conv's weight shape (C_out, C_in / group, kernel...); () for MatMul and Gemm."""
+    output: str = ""
+    """The value name of the op's output (`int8_static`: of the Relu its output quantization
+    takes in, `static.relu_readers`, where it has one)."""
+    relu: int = -1
+    """`int8_static`: the index of that Relu node (dropped when the Conv is lowered), else -1."""
 
     @property
     def key(self) -> tuple[int, str]:
@@ -88,35 +101,65 @@ def _attrs(node: onnx.NodeProto) -> dict[str, object]:
 
 
 def candidates(model: onnx.ModelProto, forms: tuple[str, ...] = FORMS) -> list[Candidate]:
-    """Every (node, form) of the main graph's nodes the forms apply to (module docstring)."""
+    """Every (node, form) of the main graph's nodes the forms apply to (module docstring and
+    `static.py`; Conv forms need opset `static.MIN_OPSET`)."""
     inits = {t.name: t for t in model.graph.initializer}
     out: list[Candidate] = []
+    matmul_forms = tuple(f for f in forms if f in MATMUL_FORMS)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    convs = static.FORM in forms and opset >= static.MIN_OPSET
+    relus = static.relu_readers(model.graph) if convs else {}
     for index, node in enumerate(model.graph.node):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in ("MatMul", "Gemm"):
-            continue
-        if len(node.input) < 2 or node.input[1] not in inits:
-            continue
-        w = inits[node.input[1]]
-        if w.data_type != onnx.TensorProto.FLOAT or len(w.dims) != 2:
-            continue
-        transposed = False
-        if node.op_type == "Gemm":
-            a = _attrs(node)
-            if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
-                continue
-            transposed = bool(a.get("transB", 0))
-            n = w.dims[0] if transposed else w.dims[1]
-            if len(node.input) > 2 and node.input[2]:
-                b = inits.get(node.input[2])
-                if b is None or list(b.dims) != [n] or b.data_type != onnx.TensorProto.FLOAT:
-                    continue
-        k, n = (w.dims[1], w.dims[0]) if transposed else (w.dims[0], w.dims[1])
         name = node.name or f"#{index}"
-        for form in forms:
+        if convs and static.conv_fits(node, inits):
+            dims = tuple(inits[node.input[1]].dims)
+            relu, y = relus.get(node.output[0], (-1, node.output[0]))
             out.append(
-                Candidate(index, name, node.op_type, form, node.input[0], w.name, k, n, transposed)
-            )
+                Candidate(
+                    index, name, "Conv", static.FORM, node.input[0], node.input[1],
+                    int(np.prod(dims[1:])), dims[0], False, static.attrs_key(node), dims,
+                    y, relu,
+                )
+            )  # fmt: skip
+        elif matmul_forms:
+            out += _matmul_candidates(index, name, node, inits, matmul_forms)
     return out
+
+
+def _matmul_candidates(
+    index: int,
+    name: str,
+    node: onnx.NodeProto,
+    inits: dict[str, onnx.TensorProto],
+    forms: tuple[str, ...],
+) -> list[Candidate]:
+    """The (node, form) candidates of one MatMul or Gemm node (module docstring)."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in ("MatMul", "Gemm"):
+        return []
+    if len(node.input) < 2 or node.input[1] not in inits:
+        return []
+    w = inits[node.input[1]]
+    if w.data_type != onnx.TensorProto.FLOAT or len(w.dims) != 2:
+        return []
+    transposed = False
+    if node.op_type == "Gemm":
+        a = _attrs(node)
+        if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
+            return []
+        transposed = bool(a.get("transB", 0))
+        n = w.dims[0] if transposed else w.dims[1]
+        if len(node.input) > 2 and node.input[2]:
+            b = inits.get(node.input[2])
+            if b is None or list(b.dims) != [n] or b.data_type != onnx.TensorProto.FLOAT:
+                return []
+    k, n = (w.dims[1], w.dims[0]) if transposed else (w.dims[0], w.dims[1])
+    return [
+        Candidate(
+            index, name, node.op_type, form, node.input[0], w.name, k, n, transposed,
+            output=node.output[0],
+        )
+        for form in forms
+    ]  # fmt: skip
 
 
 def quantize_weight(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -194,7 +237,7 @@ def smoothing(
     inits = {t.name: t for t in model.graph.initializer}
     wmax: dict[str, np.ndarray] = {}
     for c in cands:
-        if c.activation not in amax:
+        if c.activation not in amax or c.form not in MATMUL_FORMS:
             continue
         w = numpy_helper.to_array(inits[c.weight])
         rows = np.max(np.abs(w), axis=0 if c.transposed else 1)
@@ -216,11 +259,13 @@ def lower(
     model: onnx.ModelProto,
     chosen: list[Candidate],
     smooth: dict[str, np.ndarray] | None = None,
+    ranges: static.Ranges | None = None,
 ) -> onnx.ModelProto:
     """A copy of `model` with each chosen node in its low-precision form (weights shared by
     several nodes are quantized once; W itself is dropped when nothing else reads it). With
     `smooth` factors for an activation A (`smoothing`), one `Mul(A, 1/s)` feeds every lowered
-    node reading A and their weights are quantized as diag(s)·W."""
+    MatMul/Gemm reading A and their weights are quantized as diag(s)·W. `int8_static` forms
+    take their activation scales from `ranges` (a KeyError where one is missing)."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     g = out.graph
@@ -232,12 +277,23 @@ def lower(
     made: dict[tuple[str, bool, bool, str], tuple[str, str]] = {}
     scaled: dict[str, str] = {}
     smooth = smooth or {}
+    qdq = static.QDQ(ranges or {}, fresh)
 
     nodes: list[onnx.NodeProto] = []
+    folded = {c.relu for c in chosen if c.relu >= 0}
     for index, node in enumerate(g.node):
         c = by_index.get(index)
+        if index in folded:
+            continue  # a Relu folded into the lowered Conv before it
         if c is None:
             nodes.append(node)
+            continue
+        if c.form == static.FORM:
+            conv = onnx.NodeProto()
+            conv.CopyFrom(node)
+            conv.output[0] = c.output  # the Relu's output, where it is folded in
+            w = numpy_helper.to_array(inits[c.weight])
+            nodes += qdq.conv(conv, w, _bias(node, inits), c.weight)
             continue
         f = smooth.get(c.activation)
         a = c.activation
@@ -262,6 +318,7 @@ def lower(
         nodes.append(new)
     del g.node[:]
     g.node.extend(nodes)
+    g.initializer.extend(qdq.tensors)
     used = _read_names(g) | {o.name for o in g.output}
     keep = [t for t in g.initializer if t.name in used]
     del g.initializer[:]
@@ -269,6 +326,13 @@ def lower(
     if not any(o.domain == MS for o in out.opset_import):
         out.opset_import.append(helper.make_opsetid(MS, 1))
     return out
+
+
+def _bias(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> np.ndarray | None:
+    """A Conv's constant bias, None when it has none."""
+    if len(node.input) > 2 and node.input[2]:
+        return numpy_helper.to_array(inits[node.input[2]])
+    return None
 
 
 def name_maker(names: set[str]) -> Fresh:

@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from rewrite.files import atomic_text
 from rewrite.paths import user_cache_dir
+from rewrite.precision import static
 from rewrite.precision.forms import MS, Candidate, build
 from rewrite.providers import provider
 
@@ -55,10 +56,44 @@ def table_key(target: str, threads: int) -> str:
 
 def shape_key(c: Candidate, a_shape: tuple[int, ...]) -> str:
     op = f"{c.op}{'+b' if c.op == 'Gemm' else ''}"
+    if c.form == static.FORM:
+        w = "x".join(map(str, c.wshape))
+        return f"{op}|{c.form}|{'x'.join(map(str, a_shape))}|{w}|{c.attrs}"
     return f"{op}|{c.form}|{'x'.join(map(str, a_shape))}|{c.k}x{c.n}"
 
 
+def _conv_models(c: Candidate, a_shape: tuple[int, ...]) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """One Conv with `c`'s attributes and weight shape (random W and bias) and its
+    `int8_static` form, scales from the exact Conv on the timing input."""
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal(c.wshape) / np.sqrt(c.k)).astype(np.float32)
+    b = rng.standard_normal((c.n,)).astype(np.float32)
+    attrs = json.loads(c.attrs)
+    node = helper.make_node("Conv", ["X", "W", "B"], ["Y"], **attrs)
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, list(a_shape))
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")]
+    ops = [helper.make_opsetid("", 17)]
+    exact = helper.make_model(
+        helper.make_graph([node], "exact", [x], [y], inits), opset_imports=ops
+    )
+    feed = {"X": _feed(a_shape)["A"]}
+    out = session(exact).run(None, feed)[0]
+    ranges = {"X": (float(feed["X"].min()), float(feed["X"].max()))}
+    ranges["Y"] = (float(out.min()), float(out.max()))
+    qdq = static.QDQ(ranges, lambda hint: hint)
+    nodes = qdq.conv(node, w, b, "W")
+    low = helper.make_graph(nodes, "low", [x], [y], qdq.tensors)
+    return exact, helper.make_model(low, opset_imports=ops)
+
+
+def _feed(a_shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    return {"A": np.random.default_rng(1).standard_normal(a_shape).astype(np.float32)}
+
+
 def _models(c: Candidate, a_shape: tuple[int, ...]) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    if c.form == static.FORM:
+        return _conv_models(c, a_shape)
     rng = np.random.default_rng(0)
     w = rng.standard_normal((c.k, c.n)).astype(np.float32) / np.sqrt(c.k)
     b = rng.standard_normal((c.n,)).astype(np.float32)
@@ -98,7 +133,7 @@ def time_pair(
 ) -> tuple[float, float]:
     """(exact µs, low-precision µs) of candidate `c` at activation shape `a_shape`."""
     sessions = [session(m, target=target, threads=threads) for m in _models(c, a_shape)]
-    feed = {"A": np.random.default_rng(1).standard_normal(a_shape).astype(np.float32)}
+    feed = {sessions[0].get_inputs()[0].name: _feed(a_shape)["A"]}
     for s in sessions:
         s.run(None, feed)
     medians: tuple[list[float], list[float]] = ([], [])

@@ -8,7 +8,9 @@ report's `precision` section. Steps:
    `RANDOM_SETS` seeded random ones (the report says so). Even-numbered sets calibrate, odd
    ones are held back; a single set serves both (the report says so).
 2. Candidates (`forms.candidates`) priced by `kernels.KernelTable` at their activations'
-   shapes on the first calibration set; those that save nothing stay exact.
+   shapes on the first calibration set; those that save nothing stay exact. The same run
+   records each activation's channel maxima (SmoothQuant factors of the MatMul forms) and
+   the ranges of the `int8_static` Convs' inputs and outputs (their scales).
 3. Sensitivities (`sensitivity.sensitivities`) on the calibration sets, against the input
    model's outputs.
 4. `select.select` under a budget (first `max_error`); the chosen ops lowered; the result run
@@ -109,7 +111,10 @@ def lower_model(src: Path, exact: Path, cfg: Config) -> Lowered:
     rep["candidates"] = len({c.index for c in cands})
     rep["forms"] = sorted({c.form for c in cands})
     if not cands:
-        rep["result"] = "exact: no op has a low-precision form (MatMul/Gemm with float weights)"
+        rep["result"] = (
+            "exact: no op has a low-precision form "
+            "(MatMul, Gemm or Conv with float32 constant weights)"
+        )
         return Lowered(None, rep)
     cal, held, how = feed_sets(src, cfg)
     rep["inputs"] = how
@@ -118,7 +123,8 @@ def lower_model(src: Path, exact: Path, cfg: Config) -> Lowered:
     ref_cal, ref_held = run(reference, cal, **kw), run(reference, held, **kw)
     del reference
     t = time.perf_counter()
-    shapes, amax = activation_stats(model, cands, cal, **kw)
+    ranges: dict[str, tuple[float, float]] = {}
+    shapes, amax = activation_stats(model, cands, cal, ranges, **kw)
     smooth = smoothing(cands, model, amax)
     table = KernelTable(cfg.target, cfg.threads, cfg.kernel_table)
     saving: dict[Key, float] = {}
@@ -133,7 +139,15 @@ def lower_model(src: Path, exact: Path, cfg: Config) -> Lowered:
     paying = [c for c in cands if saving[c.key] > 0]
     n = SENSITIVITY_SETS
     sens = sensitivities(
-        model, paying, cal[:n], ref_cal[:n], cfg.metric, smooth=smooth, deadline=cfg.deadline, **kw
+        model,
+        paying,
+        cal[:n],
+        ref_cal[:n],
+        cfg.metric,
+        smooth=smooth,
+        ranges=ranges,
+        deadline=cfg.deadline,
+        **kw,
     )
     rep["sensitivity_s"] = round(time.perf_counter() - t, 2)
     rep["measured_sensitivities"] = len(sens)
@@ -142,14 +156,23 @@ def lower_model(src: Path, exact: Path, cfg: Config) -> Lowered:
             f"time limit: {len(paying) - len(sens)} candidate(s) not measured, kept exact"
         )
     return _choose(
-        model, cands, smooth, saving, timed, sens, (cal, ref_cal), (held, ref_held), cfg, rep
+        model,
+        cands,
+        (smooth, ranges),
+        saving,
+        timed,
+        sens,
+        (cal, ref_cal),
+        (held, ref_held),
+        cfg,
+        rep,
     )
 
 
 def _choose(
     model: onnx.ModelProto,
     cands: list[Candidate],
-    smooth: dict[str, np.ndarray],
+    scales: tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]],
     saving: dict[Key, float],
     timed: dict[Key, tuple[float, float]],
     sens: dict[Key, dict[str, float]],
@@ -180,7 +203,7 @@ def _choose(
         seen.add(key)
         checks += 1
         chosen = [by_key[k] for k in sel.chosen]
-        low = lower(model, chosen, smooth)
+        low = lower(model, chosen, *scales)
         e_cal = errors(cfg.metric, cal[1], run(low, cal[0], **kw))
         e_held = errors(cfg.metric, held[1], run(low, held[0], **kw))
         worst = max([*e_cal.values(), *e_held.values()], default=0.0)

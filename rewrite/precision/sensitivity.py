@@ -6,7 +6,7 @@ activations read from one run of the exact model."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ from onnx import helper, numpy_helper
 from rewrite.precision.forms import MS, Candidate, all_names, build, name_maker
 from rewrite.precision.kernels import session
 from rewrite.precision.metrics import errors
+from rewrite.precision.static import FORM, QDQ, Ranges
 
 Outputs = list[dict[str, np.ndarray]]
 
@@ -32,19 +33,31 @@ def run(model: onnx.ModelProto, feed_sets: list[Mapping[str, Any]], **kw: Any) -
 
 
 def activation_stats(
-    model: onnx.ModelProto, cands: list[Candidate], feed_sets: list[Mapping[str, Any]], **kw: Any
+    model: onnx.ModelProto,
+    cands: list[Candidate],
+    feed_sets: list[Mapping[str, Any]],
+    ranges: dict[str, tuple[float, float]] | None = None,
+    **kw: Any,
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, np.ndarray]]:
     """Per candidate activation: its concrete shape on the first feed set, and the largest
     |value| of each of its last-axis channels over all sets (one run of `model` per set with
-    those values added as outputs)."""
+    those values added as outputs). `ranges`, when given, receives the (min, max) over all
+    sets of the activation and output of every `int8_static` candidate."""
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     have = {o.name for o in probe.graph.output}
     acts = list(dict.fromkeys(c.activation for c in cands))
-    for name in acts:
+    static_values = [v for c in cands if c.form == FORM for v in (c.activation, c.output)]
+    for name in dict.fromkeys([*acts, *static_values]):
         if name not in have:
             probe.graph.output.append(onnx.ValueInfoProto(name=name))
     got = run(probe, feed_sets, **kw)
+    if ranges is not None:
+        for v in dict.fromkeys(static_values):
+            ranges[v] = (
+                min(float(np.min(g[v])) for g in got),
+                max(float(np.max(g[v])) for g in got),
+            )
     shapes = {a: tuple(int(d) for d in np.shape(got[0][a])) for a in acts}
     amax: dict[str, np.ndarray] = {}
     for a in acts:
@@ -58,7 +71,10 @@ def activation_stats(
 
 
 def switchable(
-    model: onnx.ModelProto, cands: list[Candidate], smooth: dict[str, np.ndarray] | None = None
+    model: onnx.ModelProto,
+    cands: list[Candidate],
+    smooth: dict[str, np.ndarray] | None = None,
+    ranges: Ranges | None = None,
 ) -> tuple[onnx.ModelProto, dict[tuple[int, str], str]]:
     """`model` with every candidate op replaced by a chain of `If`s over boolean scalar inputs,
     one per (op, form): with every switch off it computes the exact op, with one on that form.
@@ -91,26 +107,17 @@ def switchable(
         current, y = [exact], exact.output[0]
         w0 = numpy_helper.to_array(inits[forms[0].weight])
         for c in forms:
-            w = w0.T if c.transposed else w0
-            f = smooth.get(c.activation)
-            low: list[onnx.NodeProto] = []
-            a = c.activation
-            if f is not None:
-                inv, a = fresh(f"{a}_smooth_inv"), fresh(f"{a}_smoothed")
-                g.initializer.append(numpy_helper.from_array((1 / f).astype(np.float32), inv))
-                low.append(helper.make_node("Mul", [c.activation, inv], [a]))
-                w = w * f[:, None]
-            bias = node.input[2] if c.op == "Gemm" and len(node.input) > 2 else None
-            y_low = fresh(f"{node.output[0]}_{c.form}")
-            new, tensors = build(c, a, w, bias or None, y_low, y_low, fresh)
-            g.initializer.extend(tensors)
+            if c.form == FORM:
+                low, y_low = _static_branch(node, c, w0, ranges or {}, inits, fresh, g)
+            else:
+                low, y_low = _matmul_branch(node, c, w0, smooth.get(c.activation), fresh, g)
             switches[c.key] = fresh(f"switch_{index}_{c.form}")
             y_if = fresh(f"{node.output[0]}_if")
             cond = helper.make_node(
                 "If",
                 [switches[c.key]],
                 [y_if],
-                then_branch=graph([*low, new], y_low),
+                then_branch=graph(low, y_low),
                 else_branch=graph(current, y),
             )
             current, y = [cond], y_if
@@ -125,6 +132,56 @@ def switchable(
     return out, switches
 
 
+def _matmul_branch(
+    node: onnx.NodeProto,
+    c: Candidate,
+    w0: np.ndarray,
+    f: np.ndarray | None,
+    fresh: Callable[[str], str],
+    g: onnx.GraphProto,
+) -> tuple[list[onnx.NodeProto], str]:
+    """(the nodes of MatMul/Gemm `node` in form `c.form` writing a fresh output, smoothed by
+    factors `f` when given, that output); their constants are added to `g`'s initializers."""
+    w = w0.T if c.transposed else w0
+    low: list[onnx.NodeProto] = []
+    a = c.activation
+    if f is not None:
+        inv, a = fresh(f"{a}_smooth_inv"), fresh(f"{a}_smoothed")
+        g.initializer.append(numpy_helper.from_array((1 / f).astype(np.float32), inv))
+        low.append(helper.make_node("Mul", [c.activation, inv], [a]))
+        w = w * f[:, None]
+    bias = node.input[2] if c.op == "Gemm" and len(node.input) > 2 else None
+    y_low = fresh(f"{node.output[0]}_{c.form}")
+    new, tensors = build(c, a, w, bias or None, y_low, y_low, fresh)
+    g.initializer.extend(tensors)
+    return [*low, new], y_low
+
+
+def _static_branch(
+    node: onnx.NodeProto,
+    c: Candidate,
+    w: np.ndarray,
+    ranges: Ranges,
+    inits: dict[str, onnx.TensorProto],
+    fresh: Callable[[str], str],
+    g: onnx.GraphProto,
+) -> tuple[list[onnx.NodeProto], str]:
+    """(the nodes of Conv `node` in its `int8_static` form writing a fresh output, that
+    output); their constants are added to `g`'s initializers."""
+    conv = onnx.NodeProto()
+    conv.CopyFrom(node)
+    y_low = conv.output[0] = fresh(f"{node.output[0]}_{c.form}")
+    qdq = QDQ({c.activation: ranges[c.activation], y_low: ranges[c.output]}, fresh)
+    b = (
+        numpy_helper.to_array(inits[node.input[2]])
+        if len(node.input) > 2 and node.input[2]
+        else None
+    )
+    nodes = qdq.conv(conv, w, b, c.weight)
+    g.initializer.extend(qdq.tensors)
+    return nodes, y_low
+
+
 def sensitivities(
     model: onnx.ModelProto,
     cands: list[Candidate],
@@ -133,6 +190,7 @@ def sensitivities(
     metric: str,
     *,
     smooth: dict[str, np.ndarray] | None = None,
+    ranges: Ranges | None = None,
     deadline: float | None = None,
     **kw: Any,
 ) -> dict[tuple[int, str], dict[str, float]]:
@@ -146,7 +204,7 @@ def sensitivities(
     for group in by_form.values():  # one If per op: ORT 1.32 mixes up nested MatMulNBits forms
         if deadline is not None and time.monotonic() > deadline:
             break
-        probe, switches = switchable(model, group, smooth)
+        probe, switches = switchable(model, group, smooth, ranges)
         s = session(probe, **kw)
         names = [o.name for o in s.get_outputs()]
         fed = {i.name for i in s.get_inputs()}

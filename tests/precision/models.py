@@ -50,3 +50,41 @@ def mlp(
     m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
     m.ir_version = 8
     return m
+
+
+def cnn(
+    channels: tuple[int, ...] = (8, 16, 16),
+    size: int = 16,
+    *,
+    seed: int = 0,
+    bias: bool = True,
+    opset: int = 17,
+) -> onnx.ModelProto:
+    """x (1, channels[0], size, size) through 3x3 Conv+Relu layers, then a residual Add of
+    the last two activations (equal channels) and a 1x1 Conv head without bias."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, prev = [], [], "x"
+    acts = []
+    for i, (c, o) in enumerate(itertools.pairwise(channels)):
+        w = (rng.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+        inits.append(nh.from_array(w, f"w{i}"))
+        ins = [prev, f"w{i}"]
+        if bias:
+            inits.append(nh.from_array(rng.standard_normal(o).astype(np.float32) * 0.1, f"b{i}"))
+            ins.append(f"b{i}")
+        nodes.append(h.make_node("Conv", ins, [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]))
+        nodes.append(h.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"))
+        prev = f"r{i}"
+        acts.append(prev)
+    nodes.append(h.make_node("Add", [acts[-2], acts[-1]], ["sum"], name="residual"))
+    o = channels[-1]
+    head = (rng.standard_normal((4, o, 1, 1)) / np.sqrt(o)).astype(np.float32)
+    inits.append(nh.from_array(head, "head_w"))
+    nodes.append(h.make_node("Conv", ["sum", "head_w"], ["y"], name="head"))
+    x = h.make_tensor_value_info("x", T.FLOAT, [1, channels[0], size, size])
+    y = h.make_tensor_value_info("y", T.FLOAT, [1, 4, size, size])
+    m = h.make_model(
+        h.make_graph(nodes, "cnn", [x], [y], inits), opset_imports=[h.make_opsetid("", opset)]
+    )
+    m.ir_version = 8
+    return m
