@@ -80,6 +80,8 @@ class Candidate:
     takes in, `static.relu_readers`, where it has one)."""
     relu: int = -1
     """`int8_static`: the index of that Relu node (dropped when the Conv is lowered), else -1."""
+    operand: str = ""
+    """An Add's second operand (the first is `activation`); "" for the other ops."""
 
     @property
     def key(self) -> tuple[int, str]:
@@ -109,9 +111,18 @@ def candidates(model: onnx.ModelProto, forms: tuple[str, ...] = FORMS) -> list[C
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     convs = static.FORM in forms and opset >= static.MIN_OPSET
     relus = static.relu_readers(model.graph) if convs else {}
+    types = static.value_types(model) if convs else {}
     for index, node in enumerate(model.graph.node):
         name = node.name or f"#{index}"
-        if convs and static.conv_fits(node, inits):
+        if convs and static.add_fits(node, inits, types):
+            relu, y = relus.get(node.output[0], (-1, node.output[0]))
+            out.append(
+                Candidate(
+                    index, name, "Add", static.FORM, node.input[0], "", 0, 0, False,
+                    output=y, relu=relu, operand=node.input[1],
+                )
+            )  # fmt: skip
+        elif convs and static.conv_fits(node, inits):
             dims = tuple(inits[node.input[1]].dims)
             relu, y = relus.get(node.output[0], (-1, node.output[0]))
             out.append(
@@ -289,11 +300,7 @@ def lower(
             nodes.append(node)
             continue
         if c.form == static.FORM:
-            conv = onnx.NodeProto()
-            conv.CopyFrom(node)
-            conv.output[0] = c.output  # the Relu's output, where it is folded in
-            w = numpy_helper.to_array(inits[c.weight])
-            nodes += qdq.conv(conv, w, _bias(node, inits), c.weight)
+            nodes += static.static_nodes(qdq, node, c.output, inits)
             continue
         f = smooth.get(c.activation)
         a = c.activation
@@ -326,13 +333,6 @@ def lower(
     if not any(o.domain == MS for o in out.opset_import):
         out.opset_import.append(helper.make_opsetid(MS, 1))
     return out
-
-
-def _bias(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> np.ndarray | None:
-    """A Conv's constant bias, None when it has none."""
-    if len(node.input) > 2 and node.input[2]:
-        return numpy_helper.to_array(inits[node.input[2]])
-    return None
 
 
 def name_maker(names: set[str]) -> Fresh:

@@ -56,20 +56,21 @@ def table_key(target: str, threads: int) -> str:
 
 def shape_key(c: Candidate, a_shape: tuple[int, ...]) -> str:
     op = f"{c.op}{'+b' if c.op == 'Gemm' else ''}"
-    if c.form == static.FORM:
+    if c.form == static.FORM:  # priced inside an int8 chain
         w = "x".join(map(str, c.wshape))
-        return f"{op}|{c.form}|{'x'.join(map(str, a_shape))}|{w}|{c.attrs}"
+        return f"{op}|{c.form}|chain|{'x'.join(map(str, a_shape))}|{w}|{c.attrs}"
     return f"{op}|{c.form}|{'x'.join(map(str, a_shape))}|{c.k}x{c.n}"
 
 
 def _conv_models(c: Candidate, a_shape: tuple[int, ...]) -> tuple[onnx.ModelProto, onnx.ModelProto]:
-    """One Conv with `c`'s attributes and weight shape (random W and bias) and its
-    `int8_static` form, scales from the exact Conv on the timing input."""
+    """One Conv with `c`'s attributes and weight shape (random W and bias), and its
+    `int8_static` form as it runs inside an int8 chain: uint8 input and output, so ORT runs
+    one QLinearConv (the QuantizeLinear / DequantizeLinear where the chain meets float ops
+    are priced apart, `qdq_pair`)."""
     rng = np.random.default_rng(0)
     w = (rng.standard_normal(c.wshape) / np.sqrt(c.k)).astype(np.float32)
     b = rng.standard_normal((c.n,)).astype(np.float32)
-    attrs = json.loads(c.attrs)
-    node = helper.make_node("Conv", ["X", "W", "B"], ["Y"], **attrs)
+    node = helper.make_node("Conv", ["X", "W", "B"], ["Y"], **json.loads(c.attrs))
     x = helper.make_tensor_value_info("X", TensorProto.FLOAT, list(a_shape))
     y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)
     inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")]
@@ -77,23 +78,88 @@ def _conv_models(c: Candidate, a_shape: tuple[int, ...]) -> tuple[onnx.ModelProt
     exact = helper.make_model(
         helper.make_graph([node], "exact", [x], [y], inits), opset_imports=ops
     )
-    feed = {"X": _feed(a_shape)["A"]}
+    feed = {"X": np.random.default_rng(1).standard_normal(a_shape).astype(np.float32)}
     out = session(exact).run(None, feed)[0]
     ranges = {"X": (float(feed["X"].min()), float(feed["X"].max()))}
     ranges["Y"] = (float(out.min()), float(out.max()))
     qdq = static.QDQ(ranges, lambda hint: hint)
     nodes = qdq.conv(node, w, b, "W")
-    low = helper.make_graph(nodes, "low", [x], [y], qdq.tensors)
+    # inside a chain: X arrives quantized and Y leaves quantized
+    nodes = [n for n in nodes if n.output[0] not in ("X_quantized", "Y")]
+    nodes[[n.output[0] for n in nodes].index("X_dequantized")].input[0] = "X"
+    nodes[-1].output[0] = "Y"
+    xq = helper.make_tensor_value_info("X", TensorProto.UINT8, list(a_shape))
+    yq = helper.make_tensor_value_info("Y", TensorProto.UINT8, None)
+    low = helper.make_graph(nodes, "low", [xq], [yq], qdq.tensors)
     return exact, helper.make_model(low, opset_imports=ops)
 
 
-def _feed(a_shape: tuple[int, ...]) -> dict[str, np.ndarray]:
-    return {"A": np.random.default_rng(1).standard_normal(a_shape).astype(np.float32)}
+def qdq_models(shape: tuple[int, ...]) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """A QuantizeLinear (float32 -> uint8) and a DequantizeLinear (uint8 -> float32) of one
+    tensor of `shape`: what a value costs where an int8 chain meets float ops."""
+    ops = [helper.make_opsetid("", 17)]
+    s, z = (
+        numpy_helper.from_array(np.float32(0.02), "s"),
+        numpy_helper.from_array(np.uint8(128), "z"),
+    )
+
+    def model(op: str, src: int, dst: int) -> onnx.ModelProto:
+        x = helper.make_tensor_value_info("X", src, list(shape))
+        y = helper.make_tensor_value_info("Y", dst, list(shape))
+        node = helper.make_node(op, ["X", "s", "z"], ["Y"])
+        return helper.make_model(helper.make_graph([node], op, [x], [y], [s, z]), opset_imports=ops)
+
+    return (
+        model("QuantizeLinear", TensorProto.FLOAT, TensorProto.UINT8),
+        model("DequantizeLinear", TensorProto.UINT8, TensorProto.FLOAT),
+    )
+
+
+def _add_models(a_shape: tuple[int, ...]) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """Add of two float32 tensors, and its `int8_static` form as it runs inside an int8 chain
+    (uint8 operands and output, so ORT runs one QLinearAdd and no quantize of its own)."""
+    ops = [helper.make_opsetid("", 17)]
+
+    def model(dtype: int, nodes: list[onnx.NodeProto], inits: list) -> onnx.ModelProto:
+        ins = [helper.make_tensor_value_info(n, dtype, list(a_shape)) for n in ("A", "B")]
+        y = helper.make_tensor_value_info("Y", dtype, list(a_shape))
+        return helper.make_model(
+            helper.make_graph(nodes, "add", ins, [y], inits), opset_imports=ops
+        )
+
+    exact = model(TensorProto.FLOAT, [helper.make_node("Add", ["A", "B"], ["Y"])], [])
+    s, z = (
+        numpy_helper.from_array(np.float32(0.02), "s"),
+        numpy_helper.from_array(np.uint8(128), "z"),
+    )
+    low = model(
+        TensorProto.UINT8,
+        [
+            helper.make_node("DequantizeLinear", ["A", "s", "z"], ["a"]),
+            helper.make_node("DequantizeLinear", ["B", "s", "z"], ["b"]),
+            helper.make_node("Add", ["a", "b"], ["y"]),
+            helper.make_node("QuantizeLinear", ["y", "s", "z"], ["Y"]),
+        ],
+        [s, z],
+    )
+    return exact, low
+
+
+def _random_feed(s: Any) -> dict[str, np.ndarray]:
+    """Random values for every input of session `s` (static shapes; float32 or uint8)."""
+    rng = np.random.default_rng(1)
+    out = {}
+    for i in s.get_inputs():
+        if i.type == "tensor(uint8)":
+            out[i.name] = rng.integers(0, 256, i.shape).astype(np.uint8)
+        else:
+            out[i.name] = rng.standard_normal(i.shape).astype(np.float32)
+    return out
 
 
 def _models(c: Candidate, a_shape: tuple[int, ...]) -> tuple[onnx.ModelProto, onnx.ModelProto]:
     if c.form == static.FORM:
-        return _conv_models(c, a_shape)
+        return _add_models(a_shape) if c.op == "Add" else _conv_models(c, a_shape)
     rng = np.random.default_rng(0)
     w = rng.standard_normal((c.k, c.n)).astype(np.float32) / np.sqrt(c.k)
     b = rng.standard_normal((c.n,)).astype(np.float32)
@@ -132,9 +198,16 @@ def time_pair(
     c: Candidate, a_shape: tuple[int, ...], *, target: str = "cpu", threads: int = 1
 ) -> tuple[float, float]:
     """(exact µs, low-precision µs) of candidate `c` at activation shape `a_shape`."""
-    sessions = [session(m, target=target, threads=threads) for m in _models(c, a_shape)]
-    feed = {sessions[0].get_inputs()[0].name: _feed(a_shape)["A"]}
-    for s in sessions:
+    return time_models(_models(c, a_shape), target=target, threads=threads)
+
+
+def time_models(
+    models: tuple[onnx.ModelProto, onnx.ModelProto], *, target: str = "cpu", threads: int = 1
+) -> tuple[float, float]:
+    """The median µs of each of two models on random inputs, timed interleaved."""
+    sessions = [session(m, target=target, threads=threads) for m in models]
+    feeds = [_random_feed(s) for s in sessions]
+    for s, feed in zip(sessions, feeds, strict=True):
         s.run(None, feed)
     medians: tuple[list[float], list[float]] = ([], [])
     for r in range(ROUNDS):
@@ -142,7 +215,7 @@ def time_pair(
             times = []
             for _ in range(RUNS):
                 t = time.perf_counter()
-                sessions[k].run(None, feed)
+                sessions[k].run(None, feeds[k])
                 times.append(time.perf_counter() - t)
             medians[k].append(statistics.median(times))
     return 1e6 * statistics.median(medians[0]), 1e6 * statistics.median(medians[1])
@@ -169,6 +242,16 @@ class KernelTable:
         row = self.rows.get(k)
         if not (isinstance(row, list) and len(row) == 2):
             row = list(time_pair(c, a_shape, target=self.target, threads=self.threads))
+            self.rows[k] = row
+            self.measured += 1
+        return float(row[0]), float(row[1])
+
+    def qdq_pair(self, shape: tuple[int, ...]) -> tuple[float, float]:
+        """(QuantizeLinear µs, DequantizeLinear µs) of a tensor of `shape` (`qdq_models`)."""
+        k = f"QDQ|{'x'.join(map(str, shape))}"
+        row = self.rows.get(k)
+        if not (isinstance(row, list) and len(row) == 2):
+            row = list(time_models(qdq_models(shape), target=self.target, threads=self.threads))
             self.rows[k] = row
             self.measured += 1
         return float(row[0]), float(row[1])

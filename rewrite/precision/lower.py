@@ -40,8 +40,9 @@ from rewrite.onnx_io.inputs import make_inputs
 from rewrite.precision.forms import Candidate, candidates, lower, smoothing
 from rewrite.precision.kernels import KernelTable
 from rewrite.precision.metrics import errors
-from rewrite.precision.select import select
+from rewrite.precision.select import Boundary, boundary_cost, select
 from rewrite.precision.sensitivity import activation_stats, run, sensitivities
+from rewrite.precision.static import FORM
 
 Key = tuple[int, str]
 """A candidate: (node index, form)."""
@@ -66,6 +67,16 @@ class Config:
     deadline: float | None = None
     """`time.monotonic()` by which sensitivities stop (the rest stay exact)."""
     kernel_table: Path | None = None
+
+
+@dataclass
+class Priced:
+    saving: dict[Key, float]
+    """Per candidate, its exact µs less its low-precision µs (`kernels.py`)."""
+    timed: dict[Key, tuple[float, float]]
+    """Per candidate, (exact µs, low-precision µs)."""
+    edges: list[Boundary]
+    """Where QDQ forms meet float ops, and what a quantize / dequantize costs there."""
 
 
 @dataclass
@@ -132,11 +143,12 @@ def lower_model(src: Path, exact: Path, cfg: Config) -> Lowered:
     for c in cands:
         timed[c.key] = table.cost(c, shapes[c.activation])
         saving[c.key] = timed[c.key][0] - timed[c.key][1]
+    priced = Priced(saving, timed, boundaries(model, cands, shapes, table))
     table.save()
     rep["kernels"] = {"key": table.key, "measured_now": table.measured}
     rep["kernel_s"] = round(time.perf_counter() - t, 2)
     t = time.perf_counter()
-    paying = [c for c in cands if saving[c.key] > 0]
+    paying = [c for c in cands if saving[c.key] > 0 and not loses_alone(c, priced)]
     n = SENSITIVITY_SETS
     sens = sensitivities(
         model,
@@ -159,8 +171,7 @@ def lower_model(src: Path, exact: Path, cfg: Config) -> Lowered:
         model,
         cands,
         (smooth, ranges),
-        saving,
-        timed,
+        priced,
         sens,
         (cal, ref_cal),
         (held, ref_held),
@@ -173,8 +184,7 @@ def _choose(
     model: onnx.ModelProto,
     cands: list[Candidate],
     scales: tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]],
-    saving: dict[Key, float],
-    timed: dict[Key, tuple[float, float]],
+    priced: Priced,
     sens: dict[Key, dict[str, float]],
     cal: tuple[list[dict], list[dict]],
     held: tuple[list[dict], list[dict]],
@@ -182,6 +192,7 @@ def _choose(
     rep: dict[str, Any],
 ) -> Lowered:
     by_key = {c.key: c for c in cands}
+    saving, timed = priced.saving, priced.timed
     budget = cfg.max_error
     rounds: list[dict[str, Any]] = []
     rep["rounds"] = rounds
@@ -191,7 +202,7 @@ def _choose(
     checks = repeats = 0
     tightening = False
     while checks < MAX_ROUNDS:
-        sel = select(saving, sens, budget)
+        sel = select(saving, sens, budget, boundaries=priced.edges)
         key = tuple(sorted(sel.chosen))
         if not sel.chosen or key in seen:
             rounds.append({"budget": _g(budget), "chosen": len(key), "status": sel.status})
@@ -241,6 +252,57 @@ def _choose(
     rep["error"] = {"calibration": _rounded(e_cal), "held_back": _rounded(e_held)}
     rep["result"] = f"lowered {len(chosen)} of {rep['candidates']} candidate op(s)"
     return Lowered(low, rep)
+
+
+def boundaries(
+    model: onnx.ModelProto,
+    cands: list[Candidate],
+    shapes: dict[str, tuple[int, ...]],
+    table: KernelTable,
+) -> list[Boundary]:
+    """The values the `int8_static` candidates read or write, with their writer and readers
+    (op indices where they are such candidates, else None) and the µs of a QuantizeLinear
+    and a DequantizeLinear of each (`select.py`)."""
+    static = [c for c in cands if c.form == FORM]
+    writer = {c.output: c.index for c in static}
+    reads = {(c.index, v) for c in static for v in (c.activation, c.operand) if v}
+    values = list(dict.fromkeys(v for c in static for v in (c.activation, c.operand, c.output)))
+    readers: dict[str, list[int | None]] = {v: [] for v in values}
+    for i, n in enumerate(model.graph.node):
+        for v in dict.fromkeys(n.input):
+            if v in readers:
+                readers[v].append(i if (i, v) in reads else None)
+        for a in n.attribute:
+            for v in _subgraph_reads(a) & readers.keys():
+                readers[v].append(None)
+    outputs = {o.name for o in model.graph.output}
+    out = []
+    for v in values:
+        if v not in shapes:
+            continue
+        q_us, dq_us = table.qdq_pair(shapes[v])
+        out.append(Boundary(writer.get(v), tuple(readers[v]), v in outputs, q_us, dq_us))
+    return out
+
+
+def loses_alone(c: Candidate, priced: Priced) -> bool:
+    """Whether QDQ candidate `c` meets no other QDQ candidate (no boundary of it has another
+    op) and its saving does not pay for its quantize / dequantize kernels."""
+    if c.form != FORM:
+        return False
+    mine = [b for b in priced.edges if c.index in (b.writer, *b.readers)]
+    others = {o for b in mine for o in (b.writer, *b.readers) if o is not None} - {c.index}
+    return not others and priced.saving[c.key] <= boundary_cost({c.index}, mine)
+
+
+def _subgraph_reads(a: onnx.AttributeProto) -> set[str]:
+    out: set[str] = set()
+    for sub in (*([a.g] if a.HasField("g") else []), *a.graphs):
+        for n in sub.node:
+            out.update(n.input)
+            for b in n.attribute:
+                out |= _subgraph_reads(b)
+    return out
 
 
 def estimate(sens: dict[Key, dict[str, float]], chosen: list[Key]) -> float:

@@ -1,9 +1,16 @@
 """Which candidates to lower: a 0/1 MIP solved by HiGHS.
 
-    maximize   Σ_c saving_c · x_c
+    maximize   Σ_c saving_c · x_c − Σ_t (cq_t · q_t + cdq_t · dq_t)
     subject to Σ_c error_{c,o}² · x_c ≤ budget²   for every output o
                Σ_{c of op p} x_c ≤ 1               for every op p (one form per op)
-               x_c ∈ {0, 1}
+               q_t ≥ y_r − y_w,  dq_t ≥ y_w − y_r  for every boundary t, reader r
+               x_c ∈ {0, 1}, q_t, dq_t ∈ [0, 1]
+
+with y_p = Σ_{c of op p} x_c (1 when op p is lowered). A boundary is a value t of the QDQ
+forms (`static.py`), which are priced as running int8 in and int8 out: it costs a
+QuantizeLinear (cq_t) where its writer w stays float and a reader is lowered, and a
+DequantizeLinear (cdq_t) where w is lowered and a reader (or the graph's output) stays
+float; a writer or reader that is not a candidate counts as float (y = 0).
 
 A candidate c is an (op, form) key: a tuple whose first item names the op (or a plain key,
 its own op).
@@ -37,6 +44,19 @@ class Selection:
     gap: float
 
 
+@dataclass(frozen=True)
+class Boundary:
+    """A value the QDQ forms read or write (module docstring)."""
+
+    writer: Hashable | None
+    """The op writing it, when it has a QDQ form; else None (a float writer)."""
+    readers: tuple[Hashable | None, ...]
+    """Per node reading it, the op when it has a QDQ form, else None (a float reader)."""
+    graph_output: bool
+    q_us: float
+    dq_us: float
+
+
 def _op(key: Hashable) -> Hashable:
     return key[0] if isinstance(key, tuple) else key
 
@@ -46,9 +66,11 @@ def select(
     error: dict[Hashable, dict[str, float]],
     budget: float,
     *,
+    boundaries: list[Boundary] | None = None,
     time_limit: float = 10.0,
 ) -> Selection:
     """The candidates to lower (module docstring); `error[c][o]` is c's error on output o."""
+    boundaries = boundaries or []
     cands = [
         c
         for c in sorted(saving, key=repr)
@@ -82,12 +104,13 @@ def select(
     for members in ops.values():
         if len(members) > 1:
             h.addRow(-inf, 1.0, len(members), np.array(members, np.int32), np.ones(len(members)))
+    _add_boundaries(h, n, ops, boundaries)
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
     sol = h.getSolution()
     if not sol.value_valid:
         return Selection([], 0.0, status, math.inf)
-    chosen = [c for c, v in zip(cands, sol.col_value, strict=True) if v > 0.5]
+    chosen = [c for c, v in zip(cands, sol.col_value[:n], strict=True) if v > 0.5]
     if len({_op(c) for c in chosen}) < len(chosen):
         return Selection([], 0.0, f"{status}: two forms of one op", math.inf)
     # never trust a status alone: the choice must meet every row; where it does not (solver
@@ -100,9 +123,51 @@ def select(
     if repaired:
         status += " (repaired: the solver's choice exceeded the budget by its tolerance)"
     info = h.getInfo()
-    return Selection(
-        chosen, sum(saving[c] for c in chosen), status, float(getattr(info, "mip_gap", 0.0))
-    )
+    net = sum(saving[c] for c in chosen) - boundary_cost({_op(c) for c in chosen}, boundaries)
+    return Selection(chosen, net, status, float(getattr(info, "mip_gap", 0.0)))
+
+
+def _add_boundaries(
+    h: highspy.Highs, n: int, ops: dict[Hashable, list[int]], boundaries: list[Boundary]
+) -> None:
+    """The q_t / dq_t columns and rows of the module docstring (after the n x columns)."""
+    inf = highspy.kHighsInf
+    col = n
+    for b in boundaries:
+        w = ops.get(b.writer, []) if b.writer is not None else []
+        lowered = [ops[r] for r in b.readers if r is not None and r in ops]
+        floats = len(lowered) < len(b.readers) or b.graph_output
+        if lowered:
+            h.addVar(0.0, 1.0)
+            h.changeColCost(col, b.q_us)
+            for r in lowered:  # y_r − y_w − q ≤ 0
+                idx = np.array([*r, *w, col], np.int32)
+                vals = np.array([1.0] * len(r) + [-1.0] * len(w) + [-1.0])
+                h.addRow(-inf, 0.0, len(idx), idx, vals)
+            col += 1
+        if w and (floats or lowered):
+            h.addVar(0.0, 1.0)
+            h.changeColCost(col, b.dq_us)
+            rows = [[]] if floats else []
+            for r in [*rows, *lowered]:  # y_w − y_r − dq ≤ 0
+                idx = np.array([*w, *r, col], np.int32)
+                vals = np.array([1.0] * len(w) + [-1.0] * len(r) + [-1.0])
+                h.addRow(-inf, 0.0, len(idx), idx, vals)
+            col += 1
+
+
+def boundary_cost(lowered: set[Hashable], boundaries: list[Boundary]) -> float:
+    """The µs of the QuantizeLinear / DequantizeLinear kernels left where lowered ops meet
+    float ones (module docstring), for the ops in `lowered`."""
+    total = 0.0
+    for b in boundaries:
+        w = b.writer is not None and b.writer in lowered
+        low = [r is not None and r in lowered for r in b.readers]
+        if any(low) and not w:
+            total += b.q_us
+        if w and (b.graph_output or not all(low)):
+            total += b.dq_us
+    return total
 
 
 def _over(

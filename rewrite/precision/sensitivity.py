@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 from rewrite.precision.forms import MS, Candidate, all_names, build, name_maker
 from rewrite.precision.kernels import session
 from rewrite.precision.metrics import errors
-from rewrite.precision.static import FORM, QDQ, Ranges
+from rewrite.precision.static import FORM, QDQ, Ranges, static_nodes
 
 Outputs = list[dict[str, np.ndarray]]
 
@@ -39,19 +39,23 @@ def activation_stats(
     ranges: dict[str, tuple[float, float]] | None = None,
     **kw: Any,
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, np.ndarray]]:
-    """Per candidate activation: its concrete shape on the first feed set, and the largest
-    |value| of each of its last-axis channels over all sets (one run of `model` per set with
-    those values added as outputs). `ranges`, when given, receives the (min, max) over all
-    sets of the activation and output of every `int8_static` candidate."""
+    """Per candidate activation (and operand and output of an `int8_static` candidate): its
+    concrete shape on the first feed set, and the largest |value| of each of its last-axis
+    channels over all sets (one run of `model` per set with those values added as outputs).
+    `ranges`, when given, receives the (min, max) over all sets of the activation, operand
+    and output of every `int8_static` candidate."""
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     have = {o.name for o in probe.graph.output}
     acts = list(dict.fromkeys(c.activation for c in cands))
-    static_values = [v for c in cands if c.form == FORM for v in (c.activation, c.output)]
+    static_values = [
+        v for c in cands if c.form == FORM for v in (c.activation, c.operand, c.output) if v
+    ]
     for name in dict.fromkeys([*acts, *static_values]):
         if name not in have:
             probe.graph.output.append(onnx.ValueInfoProto(name=name))
     got = run(probe, feed_sets, **kw)
+    acts = list(dict.fromkeys([*acts, *static_values]))
     if ranges is not None:
         for v in dict.fromkeys(static_values):
             ranges[v] = (
@@ -105,11 +109,12 @@ def switchable(
         exact.CopyFrom(node)
         exact.output[0] = fresh(f"{node.output[0]}_exact")
         current, y = [exact], exact.output[0]
-        w0 = numpy_helper.to_array(inits[forms[0].weight])
+        w0 = numpy_helper.to_array(inits[forms[0].weight]) if forms[0].weight else None
         for c in forms:
             if c.form == FORM:
-                low, y_low = _static_branch(node, c, w0, ranges or {}, inits, fresh, g)
+                low, y_low = _static_branch(node, c, ranges or {}, inits, fresh, g)
             else:
+                assert w0 is not None
                 low, y_low = _matmul_branch(node, c, w0, smooth.get(c.activation), fresh, g)
             switches[c.key] = fresh(f"switch_{index}_{c.form}")
             y_if = fresh(f"{node.output[0]}_if")
@@ -160,24 +165,18 @@ def _matmul_branch(
 def _static_branch(
     node: onnx.NodeProto,
     c: Candidate,
-    w: np.ndarray,
     ranges: Ranges,
     inits: dict[str, onnx.TensorProto],
     fresh: Callable[[str], str],
     g: onnx.GraphProto,
 ) -> tuple[list[onnx.NodeProto], str]:
-    """(the nodes of Conv `node` in its `int8_static` form writing a fresh output, that
-    output); their constants are added to `g`'s initializers."""
-    conv = onnx.NodeProto()
-    conv.CopyFrom(node)
-    y_low = conv.output[0] = fresh(f"{node.output[0]}_{c.form}")
-    qdq = QDQ({c.activation: ranges[c.activation], y_low: ranges[c.output]}, fresh)
-    b = (
-        numpy_helper.to_array(inits[node.input[2]])
-        if len(node.input) > 2 and node.input[2]
-        else None
-    )
-    nodes = qdq.conv(conv, w, b, c.weight)
+    """(the nodes of `node` (Conv or Add) in its `int8_static` form writing a fresh output,
+    that output); their constants are added to `g`'s initializers. A Relu folded into the
+    form stays after the If (on values the form already clipped: it changes nothing)."""
+    y_low = fresh(f"{node.output[0]}_{c.form}")
+    known = {v: ranges[v] for v in (c.activation, c.operand) if v}
+    qdq = QDQ({**known, y_low: ranges[c.output]}, fresh)
+    nodes = static_nodes(qdq, node, y_low, inits)
     g.initializer.extend(qdq.tensors)
     return nodes, y_low
 

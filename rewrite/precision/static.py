@@ -1,4 +1,4 @@
-"""`int8_static`: Conv in ONNX's QDQ form with activation scales from calibration.
+"""`int8_static`: Conv and Add in ONNX's QDQ form with activation scales from calibration.
 
     Conv(X, W, B)  ≈  DQ(Q(Conv(DQ(Q(X; sx, zx)), DQ(q(W); sw), DQ(q(B); sx·sw)); sy, zy))
 
@@ -9,6 +9,14 @@ at scale sx · sw_c. ORT fuses the DequantizeLinear → Conv → QuantizeLinear 
 QLinearConv (VNNI int8 kernels: about 3x a float 3x3 Conv here, slower on depthwise Convs,
 which `kernels.py` prices); a tensor that several lowered ops read or write is quantized
 once (`QDQ.value`), so a chain of lowered Convs passes int8 from one to the next.
+
+An Add of two float32 operands, neither constant (ResNet's residual Add), has the form
+
+    Add(A, B)  ≈  DQ(Q(Add(DQ(Q(A; sa, za)), DQ(Q(B; sb, zb))); sy, zy))
+
+which ORT runs as QLinearAdd: between lowered Convs the residual path stays int8. It is
+priced inside such a chain (uint8 operands and output, `kernels.py`), so it may only be
+chosen with the ops writing its operands, where those are candidates (`select.py`).
 
 Error model: X's rounding is at most sx / 2 per element and W's sw_c / 2, Y's sy / 2 per
 output element; activations outside the calibrated range are clipped, so the error on inputs
@@ -48,6 +56,62 @@ def conv_fits(node: onnx.NodeProto, inits: Mapping[str, onnx.TensorProto]) -> bo
         if b is None or b.data_type != onnx.TensorProto.FLOAT or list(b.dims) != [w.dims[0]]:
             return False
     return True
+
+
+def add_fits(
+    node: onnx.NodeProto,
+    inits: Mapping[str, onnx.TensorProto],
+    types: Mapping[str, tuple[int, tuple[int | str, ...] | None]],
+) -> bool:
+    """Whether an Add node has the form: two float32 operands of one shape (by `types`,
+    `value_types`), neither a constant (an Add of a bias stays with its op)."""
+    if node.op_type != "Add" or node.domain not in ("", "ai.onnx") or len(node.input) != 2:
+        return False
+    a, b = (types.get(v) if v and v not in inits else None for v in node.input)
+    return (
+        a is not None
+        and a[0] == onnx.TensorProto.FLOAT
+        and a[1] is not None
+        and a == b
+        and all(d for d in a[1])  # no unknown dim: equal names are equal sizes
+    )
+
+
+def value_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int | str, ...] | None]]:
+    """Value name -> (elem type, dims: int, symbolic name or "" where unknown; None for an
+    unknown rank) of the main graph's values, by ONNX shape inference ({} where it fails)."""
+    try:
+        g = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # no types: no Add is a candidate
+        return {}
+    out: dict[str, tuple[int, tuple[int | str, ...] | None]] = {}
+    for v in (*g.input, *g.value_info, *g.output):
+        if not v.type.HasField("tensor_type"):
+            continue
+        t = v.type.tensor_type
+        dims = (
+            tuple(d.dim_value if d.HasField("dim_value") else d.dim_param for d in t.shape.dim)
+            if t.HasField("shape")
+            else None
+        )
+        out[v.name] = (t.elem_type, dims)
+    return out
+
+
+def static_nodes(
+    qdq: QDQ, node: onnx.NodeProto, output: str, inits: Mapping[str, onnx.TensorProto]
+) -> list[onnx.NodeProto]:
+    """Conv or Add `node` in its `int8_static` form, its output named `output` (the output
+    of the Relu folded into it, `relu_readers`, where there is one)."""
+    n = onnx.NodeProto()
+    n.CopyFrom(node)
+    n.output[0] = output
+    if node.op_type == "Add":
+        return qdq.add(n)
+    w = numpy_helper.to_array(inits[node.input[1]])
+    has_b = len(node.input) > 2 and node.input[2]
+    b = numpy_helper.to_array(inits[node.input[2]]) if has_b else None
+    return qdq.conv(n, w, b, node.input[1])
 
 
 def relu_readers(g: onnx.GraphProto) -> dict[str, tuple[int, str]]:
@@ -144,6 +208,24 @@ class QDQ:
             helper.make_node("QuantizeLinear", [value, sn, zn], [q], name=q),
             helper.make_node("DequantizeLinear", [q, sn, zn], [dq], name=dq),
         ]
+
+    def add(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+        """The nodes of `Add(a, b)` with both operands and the output quantized per tensor
+        (ORT's QLinearAdd), in order: the operands' pairs unless made before, then the Add
+        and its output's pair; the output keeps the node's output name."""
+        a, b, y = node.input[0], node.input[1], node.output[0]
+        xa, out = self.value(a)
+        xb, more = self.value(b)
+        ys, yz, _ = self.qparams(y)
+        yf, yq = self.fresh(f"{y}_float"), self.fresh(f"{y}_quantized")
+        out += [
+            *more,
+            helper.make_node("Add", [xa, xb], [yf], name=node.name or yf),
+            helper.make_node("QuantizeLinear", [yf, ys, yz], [yq], name=yq),
+            helper.make_node("DequantizeLinear", [yq, ys, yz], [y], name=self.fresh(f"{y}_dq")),
+        ]
+        self.dequantized[y] = y
+        return out
 
     def conv(
         self, node: onnx.NodeProto, w: np.ndarray, b: np.ndarray | None, weight: str

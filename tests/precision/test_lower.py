@@ -102,7 +102,7 @@ def test_understated_sensitivities_are_tightened_from_the_choices_estimate(
     would keep choosing it; tightening from the choice's own estimate finds a subset within
     the budget instead of giving up (gpt2_decode with calibration files: exact before)."""
     from rewrite.precision.forms import candidates, lower
-    from rewrite.precision.lower import _choose
+    from rewrite.precision.lower import Priced, _choose
 
     model = mlp((256, 512, 512, 256), rows=64)
     cfg = Config(max_error=1.0, kernel_table=tmp_path / "k.json")
@@ -124,7 +124,8 @@ def test_understated_sensitivities_are_tightened_from_the_choices_estimate(
     timed = {c.key: (20.0, 10.0) for c in cands}
     rep: dict = {"candidates": len(cands)}
     cfg = Config(max_error=budget, kernel_table=tmp_path / "k.json")
-    got = _choose(model, cands, {}, saving, timed, sens, (cal, ref_cal), (held, ref_held), cfg, rep)
+    priced = Priced(saving, timed, [])
+    got = _choose(model, cands, ({}, {}), priced, sens, (cal, ref_cal), (held, ref_held), cfg, rep)
     assert got.model is not None, rep["rounds"]
     assert rep["rounds"][0]["chosen"] == len(cands) and not rep["rounds"][0]["within_budget"]
     assert 1 <= len(rep["changed"]) < len(cands)

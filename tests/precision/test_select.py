@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from rewrite.precision.select import select
+from rewrite.precision.select import Boundary, boundary_cost, select
 
 
 def test_the_choice_saves_the_most_within_the_budget_of_every_output() -> None:
@@ -51,3 +51,33 @@ def test_tiny_errors_are_held_to_the_budget_not_to_the_solvers_absolute_toleranc
     assert "repaired" not in sel.status
     more = sorted(set(saving) - set(sel.chosen), key=lambda c: error[c]["y"])
     assert sum(error[c]["y"] ** 2 for c in [*sel.chosen, more[0]]) > 1e-6  # nothing fits beside
+
+
+def _chain() -> list[Boundary]:
+    """x -> A -> t -> B -> y: x written by a float op, y read by one; 8 µs per kernel."""
+    return [
+        Boundary(None, ("A",), False, 8.0, 8.0),
+        Boundary("A", ("B",), False, 8.0, 8.0),
+        Boundary("B", (None,), False, 8.0, 8.0),
+    ]
+
+
+def test_ops_lowered_together_pay_for_the_quantize_kernels_where_they_meet_float_ones() -> None:
+    saving = {"A": 10.0, "B": 10.0}
+    error = {"A": {"y": 0.1}, "B": {"y": 0.1}}
+    alone = select({"A": 10.0}, {"A": error["A"]}, 1.0, boundaries=_chain())
+    assert alone.chosen == []  # 10 saved, 16 spent quantizing x and dequantizing t
+    both = select(saving, error, 1.0, boundaries=_chain())
+    assert sorted(both.chosen) == ["A", "B"]
+    assert both.saving_us == 20.0 - 8.0 - 8.0  # x's quantize, y's dequantize; t stays int8
+    assert boundary_cost({"A", "B"}, _chain()) == 16.0
+    assert boundary_cost({"A"}, _chain()) == 16.0 and boundary_cost(set(), _chain()) == 0.0
+    one = select(saving, error, 0.12, boundaries=_chain())  # room for one op's error only
+    assert one.chosen == []
+
+
+def test_a_graph_output_written_by_a_lowered_op_is_dequantized() -> None:
+    edges = [Boundary(None, ("A",), False, 1.0, 1.0), Boundary("A", (), True, 1.0, 5.0)]
+    assert boundary_cost({"A"}, edges) == 6.0
+    assert select({"A": 5.5}, {"A": {"y": 0.1}}, 1.0, boundaries=edges).chosen == []
+    assert select({"A": 6.5}, {"A": {"y": 0.1}}, 1.0, boundaries=edges).chosen == ["A"]

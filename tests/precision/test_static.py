@@ -50,10 +50,12 @@ def test_convs_with_constant_weights_are_candidates_and_relus_fold_into_them() -
     assert [(c.node, c.op, c.form, c.wshape) for c in cs] == [
         ("conv0", "Conv", "int8_static", (16, 8, 3, 3)),
         ("conv1", "Conv", "int8_static", (16, 16, 3, 3)),
+        ("residual", "Add", "int8_static", ()),
         ("head", "Conv", "int8_static", (4, 16, 1, 1)),
     ]
     # conv0's and conv1's outputs are read only by a Relu: its output is what they quantize
-    assert [(c.output, c.relu) for c in cs] == [("r0", 1), ("r1", 3), ("y", -1)]
+    assert [(c.output, c.relu) for c in cs] == [("r0", 1), ("r1", 3), ("sum", -1), ("y", -1)]
+    assert (cs[2].activation, cs[2].operand) == ("r0", "r1")
     assert all(c.form != "int8_static" for c in candidates(m, ("int8_dynamic",)))
 
 
@@ -62,6 +64,8 @@ def test_convs_outside_the_form_are_not_candidates() -> None:
     m = cnn()
     m.graph.input.append(h.make_tensor_value_info("wx", onnx.TensorProto.FLOAT, [16, 16, 3, 3]))
     m.graph.node[2].input[1] = "wx"  # conv1's weight is a graph input now
+    assert [c.node for c in candidates(m, STATIC)] == ["conv0", "residual", "head"]
+    m.graph.node[4].input[1] = "w0"  # the residual Add of a constant: stays with its op
     assert [c.node for c in candidates(m, STATIC)] == ["conv0", "head"]
 
 
@@ -99,10 +103,11 @@ def test_the_lowered_model_is_qlinearconv_in_ort_and_close_to_the_exact_one(
     onnx.checker.check_model(low, full_check=True)
     ops = [n.op_type for n in low.graph.node]
     assert "Relu" not in ops  # both folded into their Conv's output quantization
-    # r0 is read by conv1 and the residual Add: one pair, which conv1 reads directly
+    # r0 is read by conv1 and the residual Add: one pair, which both read directly
     assert ops.count("QuantizeLinear") == 5  # x, r0, r1, sum, y
     executed = _executed(low, tmp_path)
     assert executed.count("QLinearConv") == 3 and "Conv" not in executed
+    assert executed.count("QLinearAdd") == 1 and "Add" not in executed
     feeds = _feeds(2)  # the calibration sets: no activation outside its range
     ref, got = run(m, feeds), run(low, feeds)
     errs = [maxrel(r["y"], g["y"]) for r, g in zip(ref, got, strict=True)]
@@ -135,7 +140,7 @@ def test_the_pass_lowers_a_cnn_within_the_budget(tmp_path: Path) -> None:
     got = lower_model(src, src, Config(max_error=0.05, kernel_table=tmp_path / "k.json"))
     assert got.model is not None, got.report
     rep = got.report
-    assert rep["forms"] == ["int8_static"] and rep["candidates"] == 3
+    assert rep["forms"] == ["int8_static"] and rep["candidates"] == 4
     assert {c["form"] for c in rep["changed"]} == {"int8_static"}
     worst = max([*rep["error"]["calibration"].values(), *rep["error"]["held_back"].values()])
     assert 0 < worst <= 0.05
