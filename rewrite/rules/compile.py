@@ -1,5 +1,10 @@
 """Rule -> egglog: one `(rule (query...) ((union root rhs)...))` per rank variant.
 
+A rewrite is compiled once per dtype variant of its literals (`rules.literals.expand`) and,
+for each, once per part-form variant (`rules.part_forms`): a left side on output 0 of
+LayerNormalization and the like also matches the part a node whose extra outputs are used is
+typed as.
+
 Left sides become query atoms `(= nK (Ctor attrs... inputs...))`; tensor variables are egglog
 variables (a repeated variable is a join); an attribute left unspecified on the left matches
 anything. Guards become query atoms (`rules.guards`). Values derived from attributes
@@ -21,13 +26,14 @@ from rewrite.rules.domain import Domain
 from rewrite.rules.guards import Ctx, NeedsRankError, expr, expr_kind, guard, lit
 from rewrite.rules.language import Absent, App, AttrVar, Lit, Rewrite, Term, Var, show
 from rewrite.rules.literals import expand
+from rewrite.rules.part_forms import part_variants
 
 
 def compile_rewrite(rw: Rewrite, where: str, domain: Domain | None = None) -> list[str]:
     """The egglog `rule` forms of one rewrite (one, or one per rank), without `:ruleset`;
     with a `domain`, guarded to match only inside it."""
     out: list[str] = []
-    for variant in expand(rw):
+    for variant in _variants(rw):
         try:
             out.append(_compile(variant, Ctx(None, where, domain)))
         except NeedsRankError:
@@ -70,11 +76,18 @@ class Steps:
 
 
 def compile_steps(rw: Rewrite, where: str, domain: Domain | None = None) -> list[Steps]:
-    """The query of each rank variant of `rw`, split into the steps `rules explain` reports."""
+    """The query of each variant of `rw` (literal dtypes, part forms, ranks), split into the
+    steps `rules explain` reports."""
     out = []
-    for variant in expand(rw):
+    for variant in _variants(rw):
         out += _variant_steps(variant, where, domain)
     return out
+
+
+def _variants(rw: Rewrite) -> list[Rewrite]:
+    """The rewrites `rw` compiles to before ranks: each literal-dtype variant's part-form
+    variants."""
+    return [p for v in expand(rw) for p in part_variants(v)]
 
 
 def _variant_steps(rw: Rewrite, where: str, domain: Domain | None) -> list[Steps]:
@@ -146,7 +159,7 @@ def _pattern(t: Term, ctx: Ctx) -> str:
     kids = [_pattern(i, ctx) for i in t.inputs]
     node = ctx.fresh("_n")
     ctx.atoms.append(f"(= {node} ({egg_name(spec, len(kids))} {' '.join(args + kids)}))")
-    ctx.nodes.append((len(ctx.atoms), node, t.op))
+    ctx.nodes.append((len(ctx.atoms), node, spec.op_type))
     ctx.steps.append((len(ctx.atoms), f"pattern {show(t)}"))
     ctx.terms[t] = node
     return node
