@@ -14,9 +14,12 @@ An Add of two float32 operands, neither constant (ResNet's residual Add), has th
 
     Add(A, B)  ≈  DQ(Q(Add(DQ(Q(A; sa, za)), DQ(Q(B; sb, zb))); sy, zy))
 
-which ORT runs as QLinearAdd: between lowered Convs the residual path stays int8. It is
-priced inside such a chain (uint8 operands and output, `kernels.py`), so it may only be
-chosen with the ops writing its operands, where those are candidates (`select.py`).
+which ORT runs as QLinearAdd: between lowered Convs the residual path stays int8.
+
+Both forms are priced as they run inside an int8 chain (uint8 in, uint8 out: one QLinearConv
+or QLinearAdd, `kernels.py`); the QuantizeLinear / DequantizeLinear kernels left where a
+lowered op meets a float one are priced per value as the choice's boundary terms
+(`select.py`), so a form pays only with the neighbours it is chosen with.
 
 Error model: X's rounding is at most sx / 2 per element and W's sw_c / 2, Y's sy / 2 per
 output element; activations outside the calibrated range are clipped, so the error on inputs
