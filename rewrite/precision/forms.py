@@ -122,6 +122,13 @@ def candidates(model: onnx.ModelProto, forms: tuple[str, ...] = FORMS) -> list[C
                     output=y, relu=relu, operand=node.input[1],
                 )
             )  # fmt: skip
+        elif convs and static.maxpool_fits(node, types):
+            out.append(
+                Candidate(
+                    index, name, "MaxPool", static.FORM, node.input[0], "", 0, 0, False,
+                    static.attrs_key(node), output=node.output[0],
+                )
+            )  # fmt: skip
         elif convs and static.conv_fits(node, inits):
             dims = tuple(inits[node.input[1]].dims)
             relu, y = relus.get(node.output[0], (-1, node.output[0]))

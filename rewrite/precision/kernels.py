@@ -157,6 +157,53 @@ def _random_feed(s: Any) -> dict[str, np.ndarray]:
     return out
 
 
+def _pool_chain(a_shape: tuple[int, ...], attrs: dict[str, Any] | None) -> onnx.ModelProto:
+    """uint8 X -> two 1x1 QLinearConvs -> [MaxPool(attrs) on uint8] -> uint8 Y, in QDQ form:
+    ORT pools uint8 in NHWC after QLinear kernels, as in a lowered CNN (alone, its NCHW uint8
+    MaxPool is twenty times slower), so the pool is priced as the difference of this chain
+    with and without it."""
+    ops = [helper.make_opsetid("", 17)]
+    c = a_shape[1]
+    w = numpy_helper.from_array(np.ones((c, c, 1, 1), np.int8), "w")
+    inits = [w, numpy_helper.from_array(np.full(c, 0.01, np.float32), "ws")]
+    inits += [numpy_helper.from_array(np.float32(0.02), "s")]
+    inits += [numpy_helper.from_array(np.uint8(0), "z")]
+    nodes = [helper.make_node("DequantizeLinear", ["w", "ws"], ["wd"], axis=0)]
+    last = "X"
+    for i in range(2):
+        nodes += [
+            helper.make_node("DequantizeLinear", [last, "s", "z"], [f"x{i}"]),
+            helper.make_node("Conv", [f"x{i}", "wd"], [f"c{i}"]),
+            helper.make_node("QuantizeLinear", [f"c{i}", "s", "z"], [f"q{i}"]),
+        ]
+        last = f"q{i}"
+        if i == 1 and attrs is not None:
+            nodes += [
+                helper.make_node("DequantizeLinear", [last, "s", "z"], ["p"]),
+                helper.make_node("MaxPool", ["p"], ["pooled"], **attrs),
+                helper.make_node("QuantizeLinear", ["pooled", "s", "z"], ["pq"]),
+            ]
+            last = "pq"
+    nodes[-1].output[0] = "Y"
+    x = helper.make_tensor_value_info("X", TensorProto.UINT8, list(a_shape))
+    y = helper.make_tensor_value_info("Y", TensorProto.UINT8, None)
+    return helper.make_model(helper.make_graph(nodes, "chain", [x], [y], inits), opset_imports=ops)
+
+
+def _maxpool_pair(c: Candidate, a_shape: tuple[int, ...], **kw: Any) -> tuple[float, float]:
+    """(float MaxPool µs alone, uint8 MaxPool µs inside an int8 chain: `_pool_chain`)."""
+    attrs = json.loads(c.attrs)
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, list(a_shape))
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)
+    node = helper.make_node("MaxPool", ["X"], ["Y"], **attrs)
+    g = helper.make_graph([node], "maxpool", [x], [y])
+    exact = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with_pool, without = time_models(
+        (_pool_chain(a_shape, attrs), _pool_chain(a_shape, None)), **kw
+    )
+    return time_models((exact, exact), **kw)[0], max(with_pool - without, 0.0)
+
+
 def _models(c: Candidate, a_shape: tuple[int, ...]) -> tuple[onnx.ModelProto, onnx.ModelProto]:
     if c.form == static.FORM:
         return _add_models(a_shape) if c.op == "Add" else _conv_models(c, a_shape)
@@ -198,6 +245,8 @@ def time_pair(
     c: Candidate, a_shape: tuple[int, ...], *, target: str = "cpu", threads: int = 1
 ) -> tuple[float, float]:
     """(exact µs, low-precision µs) of candidate `c` at activation shape `a_shape`."""
+    if c.form == static.FORM and c.op == "MaxPool":
+        return _maxpool_pair(c, a_shape, target=target, threads=threads)
     return time_models(_models(c, a_shape), target=target, threads=threads)
 
 

@@ -1,4 +1,4 @@
-"""`int8_static`: Conv and Add in ONNX's QDQ form with activation scales from calibration.
+"""`int8_static`: Conv, Add and MaxPool in ONNX's QDQ form, activation scales calibrated.
 
     Conv(X, W, B)  ≈  DQ(Q(Conv(DQ(Q(X; sx, zx)), DQ(q(W); sw), DQ(q(B); sx·sw)); sy, zy))
 
@@ -16,7 +16,10 @@ An Add of two float32 operands, neither constant (ResNet's residual Add), has th
 
 which ORT runs as QLinearAdd: between lowered Convs the residual path stays int8.
 
-Both forms are priced as they run inside an int8 chain (uint8 in, uint8 out: one QLinearConv
+A MaxPool of a float32 input pools the input's quantized values (ORT's uint8 MaxPool), its
+output at the input's scale: exact on them, since max commutes with the monotone rounding.
+
+The forms are priced as they run inside an int8 chain (uint8 in, uint8 out: one QLinearConv
 or QLinearAdd, `kernels.py`); the QuantizeLinear / DequantizeLinear kernels left where a
 lowered op meets a float one are priced per value as the choice's boundary terms
 (`select.py`), so a form pays only with the neighbours it is chosen with.
@@ -80,6 +83,16 @@ def add_fits(
     )
 
 
+def maxpool_fits(
+    node: onnx.NodeProto, types: Mapping[str, tuple[int, tuple[int | str, ...] | None]]
+) -> bool:
+    """Whether a MaxPool node has the form: a float32 input, no Indices output named."""
+    if node.op_type != "MaxPool" or node.domain not in ("", "ai.onnx") or not node.input:
+        return False
+    t = types.get(node.input[0])
+    return t is not None and t[0] == onnx.TensorProto.FLOAT and not any(node.output[1:])
+
+
 def value_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int | str, ...] | None]]:
     """Value name -> (elem type, dims: int, symbolic name or "" where unknown; None for an
     unknown rank) of the main graph's values, by ONNX shape inference ({} where it fails)."""
@@ -104,13 +117,15 @@ def value_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int | str,
 def static_nodes(
     qdq: QDQ, node: onnx.NodeProto, output: str, inits: Mapping[str, onnx.TensorProto]
 ) -> list[onnx.NodeProto]:
-    """Conv or Add `node` in its `int8_static` form, its output named `output` (the output
-    of the Relu folded into it, `relu_readers`, where there is one)."""
+    """Conv, Add or MaxPool `node` in its `int8_static` form, its output named `output` (the
+    output of the Relu folded into it, `relu_readers`, where there is one)."""
     n = onnx.NodeProto()
     n.CopyFrom(node)
     n.output[0] = output
     if node.op_type == "Add":
         return qdq.add(n)
+    if node.op_type == "MaxPool":
+        return qdq.maxpool(n)
     w = numpy_helper.to_array(inits[node.input[1]])
     has_b = len(node.input) > 2 and node.input[2]
     b = numpy_helper.to_array(inits[node.input[2]]) if has_b else None
@@ -226,6 +241,28 @@ class QDQ:
             helper.make_node("Add", [xa, xb], [yf], name=node.name or yf),
             helper.make_node("QuantizeLinear", [yf, ys, yz], [yq], name=yq),
             helper.make_node("DequantizeLinear", [yq, ys, yz], [y], name=self.fresh(f"{y}_dq")),
+        ]
+        self.dequantized[y] = y
+        return out
+
+    def maxpool(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+        """The nodes of MaxPool `node` (output 0 only) on X's quantized values: the output
+        takes X's scale and zero point, so ORT drops the pair around it and pools uint8.
+        Max commutes with the monotone quantization: no error beyond X's own."""
+        x, y = node.input[0], node.output[0]
+        xd, out = self.value(x)
+        self.params[y] = self.qparams(x)
+        sn, zn, _ = self.params[y]
+        yf, yq = self.fresh(f"{y}_float"), self.fresh(f"{y}_quantized")
+        pool = onnx.NodeProto()
+        pool.CopyFrom(node)
+        pool.input[0] = xd
+        del pool.output[:]
+        pool.output.append(yf)
+        out += [
+            pool,
+            helper.make_node("QuantizeLinear", [yf, sn, zn], [yq], name=yq),
+            helper.make_node("DequantizeLinear", [yq, sn, zn], [y], name=self.fresh(f"{y}_dq")),
         ]
         self.dequantized[y] = y
         return out

@@ -59,9 +59,11 @@ def cnn(
     seed: int = 0,
     bias: bool = True,
     opset: int = 17,
+    pool: bool = False,
 ) -> onnx.ModelProto:
     """x (1, channels[0], size, size) through 3x3 Conv+Relu layers, then a residual Add of
-    the last two activations (equal channels) and a 1x1 Conv head without bias."""
+    the last two activations (equal channels), with `pool` a 2x2 MaxPool, and a 1x1 Conv
+    head without bias."""
     rng = np.random.default_rng(seed)
     nodes, inits, prev = [], [], "x"
     acts = []
@@ -80,9 +82,14 @@ def cnn(
     o = channels[-1]
     head = (rng.standard_normal((4, o, 1, 1)) / np.sqrt(o)).astype(np.float32)
     inits.append(nh.from_array(head, "head_w"))
-    nodes.append(h.make_node("Conv", ["sum", "head_w"], ["y"], name="head"))
+    last, out = "sum", size
+    if pool:
+        nodes.append(h.make_node("MaxPool", ["sum"], ["pooled"], name="pool", kernel_shape=[2, 2],
+                                 strides=[2, 2]))  # fmt: skip
+        last, out = "pooled", size // 2
+    nodes.append(h.make_node("Conv", [last, "head_w"], ["y"], name="head"))
     x = h.make_tensor_value_info("x", T.FLOAT, [1, channels[0], size, size])
-    y = h.make_tensor_value_info("y", T.FLOAT, [1, 4, size, size])
+    y = h.make_tensor_value_info("y", T.FLOAT, [1, 4, out, out])
     m = h.make_model(
         h.make_graph(nodes, "cnn", [x], [y], inits), opset_imports=[h.make_opsetid("", opset)]
     )

@@ -144,3 +144,23 @@ def test_the_pass_lowers_a_cnn_within_the_budget(tmp_path: Path) -> None:
     assert {c["form"] for c in rep["changed"]} == {"int8_static"}
     worst = max([*rep["error"]["calibration"].values(), *rep["error"]["held_back"].values()])
     assert 0 < worst <= 0.05
+
+
+def test_a_maxpool_pools_the_quantized_values_at_its_inputs_scale(tmp_path: Path) -> None:
+    m = cnn(pool=True)
+    cs = candidates(m, STATIC)
+    pool = next(c for c in cs if c.op == "MaxPool")
+    assert (pool.node, pool.activation, pool.output, pool.relu) == ("pool", "sum", "pooled", -1)
+    low, _ = _lowered(m)
+    onnx.checker.check_model(low, full_check=True)
+    executed = _executed(low, tmp_path)
+    # int8 from x's quantize to y's dequantize: ORT pools uint8, no float op in between
+    assert executed.count("QuantizeLinear") == 1 and executed.count("DequantizeLinear") == 1
+    assert executed.count("NhwcMaxPool") == 1 and executed.count("QLinearAdd") == 1
+    feeds = _feeds(2)
+    ranges: dict[str, tuple[float, float]] = {}
+    activation_stats(m, cs, feeds, ranges)
+    both = lower(m, [c for c in cs if c.node in ("residual", "pool")], None, ranges)
+    add_only = lower(m, [c for c in cs if c.node == "residual"], None, ranges)
+    for a, b in zip(run(both, feeds), run(add_only, feeds), strict=True):
+        np.testing.assert_array_equal(a["y"], b["y"])  # max commutes with the rounding
