@@ -9,7 +9,8 @@ Ops that a registered `OpSpec.egg` describes get a typed constructor
 Shape analysis: `(shape t)` is a `VecI` of dims, `(dtype t)` the ONNX element type. Static
 dims are themselves; a symbolic or unknown dim is `SYM_BASE + id` (so equal ids mean equal
 dims, and `max(1, d) = d` makes broadcasting a per-dim `max`). Encode seeds every original
-value; the rules below give shapes to terms that rewrites create. A dim of 0 broadcast
+value; the rules below (elementwise, broadcast, MatMul, ...) and `shape_rules.family_rules`
+(every other typed op) give shapes and dtypes to terms that rewrites create. A dim of 0 broadcast
 against 1 is priced as 1 (`max`); empty tensors never reach rewritten terms in practice.
 """
 
@@ -17,11 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rewrite.egraph.shape_rules import MAX_RANK, SYM_BASE, family_rules, prelude
 from rewrite.ops import all_specs
 from rewrite.ops.base import OpSpec
-
-SYM_BASE = 1 << 40
-MAX_RANK = 6
 
 
 def writable(vector: tuple[int, ...] | list[int]) -> bool:
@@ -86,8 +85,6 @@ _DATA_DTYPE = ("ReshapeDyn", "ExpandDyn", "SliceDyn", "Range")
 """X's dtype; the shape depends on input values (encode seeds it from shape inference)."""
 _COMPARISONS = ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")
 """Broadcast shape, bool."""
-_REDUCTIONS = ("ReduceSum", "ReduceMean", "ReduceSumSquare")
-"""X's dtype (the shape, which depends on the axes, comes from the op's `infer`)."""
 BOOL = 9
 
 PRELUDE = """
@@ -191,7 +188,7 @@ def shape_rules(spec: OpSpec) -> list[str]:
         rule("(= s0 (shape x0)) (= s1 (shape x1))", "(bcast-req s0 s1)", "req")
         rule("(= s0 (shape x0)) (= s1 (shape x1)) (= s (bcast s0 s1))", "(set (shape e) s)", "s")
         rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
-    elif (name in _REDUCTIONS or name in _DATA_DTYPE) and spec.domain == "":
+    elif name in _DATA_DTYPE and spec.domain == "":
         rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
     elif name in _TESTS and spec.domain == "":
         rule("(= s (shape x0))", "(set (shape e) s)", "s")
@@ -253,6 +250,8 @@ def shape_rules(spec: OpSpec) -> list[str]:
         rule("(= d (dtype x0))", "(set (dtype e) d)", "d")
     elif name == "ConstantOfShape" and spec.domain == "":
         _constant_rules(rule)
+    else:
+        rules += family_rules(spec, lambda n: egg_name(spec, n))
     return rules
 
 
@@ -292,7 +291,7 @@ def bcast_rules() -> list[str]:
 def program() -> str:
     """The whole schema: prelude, typed constructors, shape rules."""
     specs = typed_specs()
-    parts = [PRELUDE]
+    parts = [PRELUDE, *prelude()]
     parts += [constructor(s) for s in specs]
     parts += bcast_rules()
     for s in specs:
