@@ -40,6 +40,7 @@ def lower_staged(
     """Run the precision pass on `staged` (module docstring); the lowered model's op counts
     when it replaced the staged file, else None. Never raises for a model."""
     from rewrite.measure import measure
+    from rewrite.precision.forms import FORMS, STANDARD_FORMS
     from rewrite.precision.lower import Config, lower_model
 
     cfg = Config(
@@ -51,6 +52,7 @@ def lower_staged(
         target=opts.target,
         threads=opts.measure_threads,
         deadline=time.monotonic() + opts.precision_time_limit,
+        forms=STANDARD_FORMS if opts.target == "portable" else FORMS,
     )
     with clock.stage("precision"):
         try:

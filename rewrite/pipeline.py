@@ -311,11 +311,6 @@ def _check_precision(src: Path, opts: Options) -> None:
         return
     if opts.max_error is None or not opts.max_error > 0:
         raise RewriteError("--precision auto needs --max-error E with E > 0 (the error budget)")
-    if opts.target == "portable":
-        raise RewriteError(
-            "--precision auto writes ONNX Runtime's contrib ops (DynamicQuantizeMatMul, "
-            "MatMulNBits); --target portable writes only standard ONNX ops"
-        )
     for path in opts.calibration:
         load_inputs(path, str(src))
 

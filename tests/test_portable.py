@@ -1,6 +1,6 @@
 """`--target portable`: only rules that serve any runtime run, nothing outside the standard
 ONNX domains is written besides the input's own ops (even by a rule that would write one),
-and lowering precision into ORT's contrib ops is refused."""
+and lowering precision chooses only the standard QDQ forms."""
 
 from __future__ import annotations
 
@@ -84,12 +84,24 @@ def test_an_input_contrib_op_is_kept_under_portable(tmp_path: Path) -> None:
     assert [n.op_type for n in onnx.load(dst).graph.node] == ["QuickGelu"]
 
 
-def test_lower_precision_is_refused_under_portable(tmp_path: Path, capsys) -> None:
-    src, dst = tmp_path / "m.onnx", tmp_path / "o.onnx"
-    _model(src)
-    argv = ["optimize", str(src), str(dst), "--target", "portable", "--precision", "auto"]
-    assert main([*argv, "--max-error", "1e-2", "-q"]) == 1
-    assert "portable" in capsys.readouterr().err and not dst.exists()
+def test_lower_precision_under_portable_uses_only_standard_qdq_forms(tmp_path: Path) -> None:
+    """The MatMul forms are ORT's contrib ops: left out; the QDQ forms are standard ONNX."""
+    from tests.precision.models import cnn, mlp
+
+    for name, model in (("cnn", cnn((32, 64, 64), size=56)), ("mlp", mlp((256, 512, 256)))):
+        src, dst, rep = (tmp_path / f"{name}{s}" for s in (".onnx", ".opt.onnx", ".json"))
+        onnx.save(model, src)
+        argv = ["optimize", str(src), str(dst), "--target", "portable", "--precision", "auto"]
+        assert main([*argv, "--max-error", "5e-2", "--report", str(rep), "-q"]) == 0
+        precision = json.loads(rep.read_text())["precision"]
+        assert precision["forms"] == (["int8_static"] if name == "cnn" else [])
+        out = onnx.load(dst)
+        assert all(n.domain in ("", "ai.onnx") for n in out.graph.node)
+        if name == "cnn":
+            assert precision["result"].startswith("lowered"), precision
+            assert "QuantizeLinear" in {n.op_type for n in out.graph.node}
+        else:
+            assert precision["result"].startswith("exact: no op has a low-precision form")
 
 
 RMS_RULE = '''

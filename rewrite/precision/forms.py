@@ -45,7 +45,10 @@ from rewrite.precision import static
 MS = "com.microsoft"
 FORMS = ("int8_dynamic", "int8_block", "int4_block", "int8_static")
 MATMUL_FORMS = ("int8_dynamic", "int8_block", "int4_block")
-"""The forms of MatMul and Gemm; `int8_static` is Conv's (`static.py`)."""
+"""The forms of MatMul and Gemm; `int8_static` is Conv's, Add's and MaxPool's (`static.py`)."""
+STANDARD_FORMS = ("int8_static",)
+"""The forms written with standard ONNX ops only (QuantizeLinear / DequantizeLinear): the
+ones `--target portable` may choose; the MatMul forms are ONNX Runtime's contrib ops."""
 BITS = {"int8_block": 8, "int4_block": 4}
 """The MatMulNBits forms and their bits."""
 BLOCK = 32

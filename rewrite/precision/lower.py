@@ -37,7 +37,7 @@ import onnx
 
 from rewrite.onnx_io.feeds import load_inputs
 from rewrite.onnx_io.inputs import make_inputs
-from rewrite.precision.forms import Candidate, candidates, lower, smoothing
+from rewrite.precision.forms import FORMS, Candidate, candidates, lower, smoothing
 from rewrite.precision.kernels import KernelTable
 from rewrite.precision.metrics import errors
 from rewrite.precision.select import Boundary, boundary_cost, select
@@ -67,6 +67,8 @@ class Config:
     deadline: float | None = None
     """`time.monotonic()` by which sensitivities stop (the rest stay exact)."""
     kernel_table: Path | None = None
+    forms: tuple[str, ...] = FORMS
+    """The low-precision forms the pass may choose (`--target portable`: `STANDARD_FORMS`)."""
 
 
 @dataclass
@@ -118,14 +120,14 @@ def lower_model(src: Path, exact: Path, cfg: Config) -> Lowered:
     if model.ByteSize() >= MAX_BYTES:
         rep["result"] = "exact: models of 1.8 GB or more are not lowered yet"
         return Lowered(None, rep)
-    cands = candidates(model)
+    cands = candidates(model, cfg.forms)
     rep["candidates"] = len({c.index for c in cands})
     rep["forms"] = sorted({c.form for c in cands})
     if not cands:
-        rep["result"] = (
-            "exact: no op has a low-precision form "
-            "(MatMul, Gemm or Conv with float32 constant weights)"
-        )
+        what = "MatMul/Gemm/Conv with float32 constant weights, Add, MaxPool"
+        if cfg.forms != FORMS:
+            what = f"forms {', '.join(cfg.forms)}"
+        rep["result"] = f"exact: no op has a low-precision form ({what})"
         return Lowered(None, rep)
     cal, held, how = feed_sets(src, cfg)
     rep["inputs"] = how
