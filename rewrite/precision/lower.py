@@ -139,18 +139,10 @@ def lower_model(src: Path, exact: Path, cfg: Config) -> Lowered:
     ranges: dict[str, tuple[float, float]] = {}
     shapes, amax = activation_stats(model, cands, cal, ranges, **kw)
     smooth = smoothing(cands, model, amax)
-    table = KernelTable(cfg.target, cfg.threads, cfg.kernel_table)
-    saving: dict[Key, float] = {}
-    timed: dict[Key, tuple[float, float]] = {}
-    for c in cands:
-        timed[c.key] = table.cost(c, shapes[c.activation])
-        saving[c.key] = timed[c.key][0] - timed[c.key][1]
-    priced = Priced(saving, timed, boundaries(model, cands, shapes, table))
-    table.save()
-    rep["kernels"] = {"key": table.key, "measured_now": table.measured}
+    priced = price(model, cands, shapes, cfg, rep)
     rep["kernel_s"] = round(time.perf_counter() - t, 2)
     t = time.perf_counter()
-    paying = [c for c in cands if saving[c.key] > 0 and not loses_alone(c, priced)]
+    paying = [c for c in cands if priced.saving[c.key] > 0 and not loses_alone(c, priced)]
     n = SENSITIVITY_SETS
     sens = sensitivities(
         model,
@@ -254,6 +246,25 @@ def _choose(
     rep["error"] = {"calibration": _rounded(e_cal), "held_back": _rounded(e_held)}
     rep["result"] = f"lowered {len(chosen)} of {rep['candidates']} candidate op(s)"
     return Lowered(low, rep)
+
+
+def price(
+    model: onnx.ModelProto,
+    cands: list[Candidate],
+    shapes: dict[str, tuple[int, ...]],
+    cfg: Config,
+    rep: dict[str, Any],
+) -> Priced:
+    """Each candidate's exact and low-precision µs at its activation's shape and the QDQ
+    boundaries' (`kernels.KernelTable`, its cache written back; `rep["kernels"]` says which
+    table and how many timings were new)."""
+    table = KernelTable(cfg.target, cfg.threads, cfg.kernel_table)
+    timed = {c.key: table.cost(c, shapes[c.activation]) for c in cands}
+    saving = {k: exact - low for k, (exact, low) in timed.items()}
+    priced = Priced(saving, timed, boundaries(model, cands, shapes, table))
+    table.save()
+    rep["kernels"] = {"key": table.key, "measured_now": table.measured}
+    return priced
 
 
 def boundaries(
