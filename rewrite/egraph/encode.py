@@ -68,6 +68,8 @@ class _Encoder:
         self.const_protos: dict[str, onnx.TensorProto] = {}
         self.by_content: dict[tuple[object, ...], list[str]] = {}
         self.canon: dict[str, str] = {}
+        self.implied: dict[str, np.ndarray] = {}
+        """Constants of inputs a node omits that its typed form spells out (`implied_const`)."""
         self.sym_ids: dict[str, int] = {}
         self.symbols: dict[int, str | None] = {}
         self.typed = 0
@@ -195,6 +197,11 @@ class _Encoder:
         sig = spec.egg
         inputs = list(n.inputs)
         outputs = n.outputs
+        if n.op_type == "Squeeze" and not domain and not any(inputs[1:]):
+            axes = self.unit_axes(inputs[0]) if inputs and inputs[0] else None
+            if axes is None:
+                return None  # which dims are 1 is only known at run time
+            inputs = [inputs[0], self.implied_const(n, np.array(axes, np.int64))]
         if n.op_type == "Dropout":
             # Inference semantics: ratio is irrelevant; training_mode must be absent/false.
             if len(inputs) > 2 and inputs[2] and not self.is_false(inputs[2]):
@@ -346,7 +353,24 @@ class _Encoder:
 
     # -- helpers ------------------------------------------------------------------------
     def const_value(self, value: str) -> np.ndarray | None:
+        if value in self.implied:
+            return self.implied[value]
         return self.consts.get(self.canon.get(value, ""))
+
+    def implied_const(self, n: Node, arr: np.ndarray) -> str:
+        """A name standing for `arr` as an input of `n` that the model omits (read only by
+        `const_value`, never bound in the e-graph)."""
+        name = f"\0implied:{n.outputs[0]}:{len(self.implied)}"
+        self.implied[name] = arr
+        return name
+
+    def unit_axes(self, value: str) -> list[int] | None:
+        """The axes of `value`'s size-1 dims: what a Squeeze without axes removes, where every
+        dim is static (else None)."""
+        t = self.g.types.get(value)
+        if t is None or t.shape is None or not all(isinstance(d, int) for d in t.shape):
+            return None
+        return [i for i, d in enumerate(t.shape) if d == 1]
 
     def const_ints(self, value: str, scalar: bool = False) -> list[int] | None:
         """`value`'s constant as a list of ints, or None unless it is a 1-D integer tensor

@@ -14,7 +14,8 @@ of the input buffer, so they move no bytes (`bytes` is 0) and do no FLOPs.
 
 Typed forms (the model is opset >= 13 once loaded, so axes are inputs): `Flatten(axis, x)`,
 `Squeeze(axes, x)` and `Unsqueeze(axes, x)` with axes a constant int vector (a Squeeze
-without axes stays opaque), `Reshape(allowzero, shape, x)`. Their Z3 semantics are the
+without axes is typed with the axes of x's size-1 dims where every dim of x is static, and
+stays opaque where one is symbolic), `Reshape(allowzero, shape, x)`. Their Z3 semantics are the
 references: they only move elements.
 """
 
@@ -256,7 +257,7 @@ SQUEEZE = register(
         reference=ref_squeeze,
         flops=no_flops,
         bytes=view_bytes,
-        # typed when axes is a constant vector (opset >= 13); omitted axes stay opaque
+        # typed when axes is a constant vector (opset >= 13), or omitted on a static shape
         egg=EggSig(n_inputs=1, const_inputs=(1,)),
         z3=ref_squeeze,  # moves Z3 terms like numbers
         attr_values=squeeze_values,
