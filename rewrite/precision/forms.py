@@ -91,14 +91,14 @@ class Candidate:
         return (self.index, self.form)
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "node": self.node,
-            "op": self.op,
-            "form": self.form,
-            "weight": self.weight,
-            "k": self.k,
-            "n": self.n,
-        }
+        """The report's entry: node, op and form; the weight and its K x N where the op has
+        one; a folded Relu's output where the form took one in."""
+        out: dict[str, object] = {"node": self.node, "op": self.op, "form": self.form}
+        if self.weight:
+            out |= {"weight": self.weight, "k": self.k, "n": self.n}
+        if self.relu >= 0:
+            out["relu_folded"] = self.output
+        return out
 
 
 def _attrs(node: onnx.NodeProto) -> dict[str, object]:
