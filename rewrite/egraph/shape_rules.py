@@ -286,7 +286,7 @@ DTYPES: dict[tuple[str, str], int | str | tuple[int, str]] = {
     ("SkipLayerNormalizationPart", MS): (0, "(= 0 (* a1 (- a1 3)))"),
     ("SkipSimplifiedLayerNormalizationPart", MS): (0, "(= 0 (* a1 (- a1 3)))"),
     ("AttentionPart", MS): (0, "(= a5 0)"),
-    ("MultiHeadAttentionPart", MS): (0, "(= a3 0)"),
+    ("MultiHeadAttentionPart", MS): (0, "(= a4 0)"),
     ("GroupQueryAttentionPart", MS): (0, "(= a3 0)"),
 }
 """(op, domain) -> the output dtype: input i's (an int), a literal or attribute (a str), or

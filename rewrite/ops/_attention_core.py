@@ -6,8 +6,11 @@ the constants written).
 `mha` and `attention` take the op's inputs in ONNX order (absent ones None) and return the
 (B, S, Dv) output (`mha_kv` and `attention_kv` also the keys and values over a past: the
 present outputs); `qkv_sizes` splits Attention's packed weight columns.
-A causal Attention (`unidirectional` = 1) lets query i see keys j <= P + i only: the later
-keys get probability 0 (ORT adds the float32 lowest there, whose exp underflows to 0).
+A causal node (`unidirectional` = 1) lets query i < S-1 see keys j <= P + i only, and the last
+query (i = S-1) every key: the others get probability 0 (ORT's `PrepareMask` adds the float32
+lowest there, whose exp underflows to 0, on every row but the last). With P+L keys for S
+queries that is j <= P + i for every query when L <= S (always so for Attention, L = S), and
+not when L > S: then the last query sees the keys past P + S - 1 too (measured, ORT 1.32).
 """
 
 from __future__ import annotations
@@ -92,8 +95,8 @@ def _attend(call: OpCall, q: Array, k: Array, v: Array, add: Array | None) -> Ar
 def _attend_heads(
     call: OpCall, qh: Array, kh: Array, vh: Array, add: Array | None, causal: int | None = None
 ) -> Array:
-    """`_attend` on Q, K, V in BNSH, back to (B, S, N·Hv); with `causal` = P, query i attends
-    to keys 0..P+i only."""
+    """`_attend` on Q, K, V in BNSH, back to (B, S, N·Hv); with `causal` = P, query i < S-1
+    attends to keys 0..P+i only, the last query to every key (the module docstring)."""
     scale = _scale(call, qh.shape[-1])
     scores = np.matmul(qh, kh.transpose(0, 1, 3, 2))
     scores = vmap(lambda t: t * scale, scores) if qh.dtype == object else scores * scale
@@ -102,11 +105,11 @@ def _attend_heads(
     if causal is None:
         out = np.matmul(_softmax(scores), vh)  # (B, N, S, Hv)
     else:
+        s, m = scores.shape[2], scores.shape[3]
+        ends = [causal + i + 1 if i < s - 1 else m for i in range(s)]
         rows = [
-            np.matmul(
-                _softmax(scores[:, :, i : i + 1, : causal + i + 1]), vh[:, :, : causal + i + 1]
-            )
-            for i in range(scores.shape[2])
+            np.matmul(_softmax(scores[:, :, i : i + 1, :end]), vh[:, :, :end])
+            for i, end in enumerate(ends)
         ]
         out = np.concatenate(rows, axis=2)
     b, n, s, hv = out.shape
@@ -136,11 +139,10 @@ def mha(call: OpCall, arrays: list[Array | None], like: Any) -> Array:
 def mha_kv(call: OpCall, arrays: list[Array | None], like: Any) -> tuple[Array, Array, Array]:
     """(output, present_key, present_value) of MultiHeadAttention on (query, key, value[, bias,
     key_padding_mask, attention_bias, past_key, past_value]): K' = concat(past_key, K) and
-    V' likewise in BNSH (the present outputs), every query attending to all of K'."""
+    V' likewise in BNSH (the present outputs), every query attending to all of K', or with
+    `unidirectional` = 1 to the keys the causal rule keeps (P = past_key's length, 0 without)."""
     q, k, v, bias, padding, attn_bias, pk, pv = (list(arrays) + [None] * 8)[:8]
     assert q is not None and k is not None and v is not None
-    if int(call.attr("unidirectional", 0)):
-        raise fail(call, "a causal MultiHeadAttention is not in the typed form")
     if bias is not None:
         d = q.shape[2]
         q, k, v = q + bias[:d], k + bias[d : 2 * d], v + bias[2 * d :]
@@ -151,7 +153,8 @@ def mha_kv(call: OpCall, arrays: list[Array | None], like: Any) -> tuple[Array, 
     add = _masked(call, kh.shape[2], padding, "keys", like)
     if attn_bias is not None:
         add = attn_bias if add is None else attn_bias + add
-    return _attend_heads(call, _split(q, n), kh, vh, add), kh, vh
+    causal = kh.shape[2] - k.shape[1] if int(call.attr("unidirectional", 0)) else None
+    return _attend_heads(call, _split(q, n), kh, vh, add, causal), kh, vh
 
 
 def attention(call: OpCall, arrays: list[Array | None], like: Any) -> Array:

@@ -11,24 +11,33 @@ H = D/N (query/key) and Hv = Dv/N (value): per batch b and head h,
 where Q/K/V = query/key/value + their slice of `bias`, scale = the `scale` attribute, or
 1/sqrt(H) computed in float32 when it is 0 (the default), and the mask is 0 where
 key_padding_mask > 0 and `mask_filter_value` (default -10000) elsewhere.
+Causal (`unidirectional` = 1; it must be 0 or 1): with P past keys (P = 0 without a past),
+query i < S-1 attends to keys j <= P + i only and the last query (i = S-1) to all of them
+(ORT's `PrepareMask` leaves the last row unmasked: measured with S = L, S < L and S > L, with
+and without a past, key_padding_mask and attention_bias), the other keys getting probability
+0 (ORT adds the float32 lowest there, over the bias and mask): j <= P + i for every query
+when L <= S, and the last query sees every key when L > S.
 Attention (`attention_packed.py`) projects Q/K/V from one input, then attends as above.
 
 MultiHeadAttention with a KV cache: given past_key and past_value (B,N,P,H) (ORT needs
 Hv = H then) and both present outputs declared, K' = concat(past_key, K) and
 V' = concat(past_value, V) along the sequence axis (K/V in BNSH, bias added) are
 present_key/present_value (B,N,P+L,H), copies (bit-exact, measured), and every query attends
-to all P+L keys (no causal mask), key_padding_mask (B, P+L), attention_bias (..., S, P+L).
+to all P+L keys (or as the causal rule keeps), key_padding_mask (B, P+L), attention_bias
+(..., S, P+L).
 ORT concatenates the past only when both present outputs are declared (measured: without
 them, or with present_key alone, output 0 is not that formula), so a node with a past and no
-present output stays opaque. A causal MultiHeadAttention (`unidirectional` = 1) stays opaque.
+present output stays opaque.
 
-Typed forms: `(ms_MultiHeadAttention num_heads scale mask_filter_value
+Typed forms: `(ms_MultiHeadAttention num_heads scale mask_filter_value unidirectional
 query key value bias key_padding_mask attention_bias)` (the last three may be `(Absent)`);
-`(ms_MultiHeadAttentionPart num_heads scale mask_filter_value index query key value bias
-key_padding_mask attention_bias past_key past_value)`, output `index` (output, present_key,
-present_value) of a node naming a present output, written back declaring both (`ops.parts`;
-a node naming none is the one-output form). MultiHeadAttention's past_sequence_length and
-cache_indirection, other attributes (do_rotary, ...) and 4/5-D packed forms stay opaque.
+`(ms_MultiHeadAttentionPart num_heads scale mask_filter_value unidirectional index query key
+value bias key_padding_mask attention_bias past_key past_value)`, output `index` (output,
+present_key, present_value) of a node naming a present output, written back declaring both
+(`ops.parts`; a node naming none is the one-output form); unidirectional = 0 (the default) is
+left out when written back, a node whose unidirectional is neither 0 nor 1 stays opaque.
+MultiHeadAttention's past_sequence_length and cache_indirection, other attributes (do_rotary,
+...) and 4/5-D packed forms stay opaque.
 
 Z3 semantics: the formula above, exact in reals with exp the `EXP` UF (as Softmax's); the
 present outputs are the concatenated terms (with a bias, K + bias: in the real model exact in
@@ -36,9 +45,10 @@ reals, not rounded to float32 as ORT's copies and the numpy reference are). In f
 it is not bit-exact and no semantics here states ORT's order: ORT runs Q·Kᵀ as an MLAS SGEMM
 with alpha = scale and beta = 1 over the pre-filled bias + mask (C = alpha·acc + C), MLAS's
 softmax (its own exp, the sum's reciprocal multiplied in), probs·V as another SGEMM; a
-MultiHeadAttention without mask or bias runs MLAS's flash attention instead (an online softmax
-over blocks sized from the L2 cache). The tests bound the difference to ORT (rtol 2e-5).
-The computation, shared by the reference and the semantics, is in `_attention_core.py`.
+non-causal MultiHeadAttention without mask or bias runs MLAS's flash attention instead (an
+online softmax over blocks sized from the L2 cache). The tests bound the difference to ORT
+(rtol 2e-5). The computation, shared by the reference and the semantics, is in
+`_attention_core.py`.
 """
 
 from __future__ import annotations
@@ -79,10 +89,12 @@ def _heads(call: OpCall, d: Dim, what: str) -> None:
 
 
 def _mha_shapes(call: OpCall) -> tuple[Shape, Shape, Shape] | None:
-    """query, key, value's shapes, checked (None where one is unknown)."""
+    """query, key, value's shapes, checked (None where one is unknown); unidirectional 0 or 1."""
     q, k, v = (_rank(call, i, 3, n) for i, n in enumerate(("query", "key", "value")))
     if call.input(0).dtype not in (0, F32):
         raise fail(call, "ORT's CPU kernel takes float32 only")
+    if int(call.attr("unidirectional", 0)) not in (0, 1):
+        raise fail(call, "unidirectional must be 0 or 1")
     if q is None or k is None or v is None:
         return None
     for x in (k, v):
@@ -173,7 +185,8 @@ def _mha_flops(call: OpCall, outputs: list[TensorType]) -> float:
 
 def _attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
     """Proof values: one and two heads (as query's hidden size allows), scale 0 (1/sqrt(H))
-    and 0.5, the default mask_filter_value, qkv_hidden_sizes omitted (equal thirds)."""
+    and 0.5, the default mask_filter_value, qkv_hidden_sizes omitted (equal thirds), causal or
+    not."""
     if name == "num_heads":
         d = inputs[0].shape[-1] if inputs and inputs[0].shape else None
         return [1, 2] if isinstance(d, int) and d % 2 == 0 else [1]
@@ -183,21 +196,23 @@ def _attr_values(name: str, inputs: list[TensorType]) -> list[Any] | None:
         return [-10000.0]
     if name == "qkv_hidden_sizes":
         return [()]
+    if name == "unidirectional":
+        return [0, 1]
     return None
 
 
 _COMMON = (("scale", "f64", 0.0), ("mask_filter_value", "f64", -10000.0))
+_MHA_ATTRS = (("num_heads", "i64", None), *_COMMON, ("unidirectional", "i64", 0))
 
 
 def _to_egg(attrs: dict[str, Any]) -> dict[str, Any] | None:
-    """unidirectional = 0 dropped (the default); a causal node (1) stays opaque."""
-    if int(attrs.pop("unidirectional", 0)):
-        return None
-    return attrs
+    """unidirectional 0 or 1 (else opaque: ORT reads any other value as 0)."""
+    return attrs if int(attrs.get("unidirectional", 0)) in (0, 1) else None
 
 
 def _from_egg(attrs: dict[str, Any]) -> dict[str, Any]:
-    return dict(attrs)
+    """unidirectional = 0 (the default) left out."""
+    return {k: v for k, v in attrs.items() if k != "unidirectional" or int(v)}
 
 
 MULTI_HEAD_ATTENTION = register(
@@ -208,7 +223,7 @@ MULTI_HEAD_ATTENTION = register(
         _mha_flops,
         domain=MS,
         egg=EggSig(
-            attrs=(("num_heads", "i64", None), *_COMMON),
+            attrs=_MHA_ATTRS,
             n_inputs=6,
             optional=3,
             to_egg=_to_egg,
@@ -217,7 +232,8 @@ MULTI_HEAD_ATTENTION = register(
         z3=_semantics(mha),
         input_dtypes=(None, None, None, None, (I32,), None),
         attr_values=_attr_values,
-        doc="MultiHeadAttention: softmax(scale·Q·Kᵀ + bias + mask)·V per head",
+        doc="MultiHeadAttention: softmax(scale·Q·Kᵀ + bias + mask)·V per head (causal with "
+        "unidirectional = 1)",
     )
 )
 
@@ -292,7 +308,7 @@ MULTI_HEAD_ATTENTION_PART = register(
         _mha_part_flops,
         domain=MS,
         egg=EggSig(
-            attrs=(("num_heads", "i64", None), *_COMMON, ("index", "i64", 0)),
+            attrs=(*_MHA_ATTRS, ("index", "i64", 0)),
             n_inputs=8,
             optional=5,
             to_egg=_part_to_egg,
@@ -318,15 +334,19 @@ def _self_test_values() -> list[tuple[dict[str, Any], list[Array | None]]]:
 
     keys = np.array([[1, 0, 1], [1, 1, 0]], np.int32)
     q, k, v = f(2, 2, 4), f(2, 3, 4), f(2, 3, 2)
+    causal = {"num_heads": 2, "unidirectional": 1}
     return [
         ({"num_heads": 2}, [q, k, v]),
         ({"num_heads": 1, "scale": 0.5}, [q, k, v, f(10), keys, f(1, 1, 2, 3)]),
         ({"num_heads": 2, "mask_filter_value": -30.0}, [q, k, v, None, keys, f(2, 2, 2, 3)]),
+        (causal, [f(2, 3, 4), f(2, 3, 4), f(2, 3, 2)]),
+        (causal, [q, k, v, f(10), keys, f(2, 1, 2, 3)]),
     ]
 
 
 def _part_test_values() -> list[tuple[dict[str, Any], list[Array | None]]]:
-    """Input sets of MultiHeadAttentionPart: a past of 3, every output, bias and mask."""
+    """Input sets of MultiHeadAttentionPart: a past of 3, every output, bias and mask, causal
+    or not."""
     rng = np.random.default_rng(1)
 
     def f(*shape: int) -> Array:
@@ -337,7 +357,9 @@ def _part_test_values() -> list[tuple[dict[str, Any], list[Array | None]]]:
     full: list[Array | None] = [q, k, v, f(12), keys, f(2, 1, 2, 5), pk, pv]
     plain: list[Array | None] = [q, k, v, None, None, None, pk, pv]
     return [({"num_heads": 2, "index": i}, full) for i in (0, 1, 2)] + [
-        ({"num_heads": 2, "index": 0, "scale": 0.5}, plain)
+        ({"num_heads": 2, "index": 0, "scale": 0.5}, plain),
+        ({"num_heads": 2, "index": 0, "unidirectional": 1}, full),
+        ({"num_heads": 2, "index": 0, "unidirectional": 1}, plain),
     ]
 
 
