@@ -67,7 +67,7 @@ def test_kernel_timings_are_cached_per_isa_ort_and_threads(tmp_path: Path) -> No
     first = lower_model(src, src, cfg).report["kernels"]
     again = lower_model(src, src, cfg).report["kernels"]
     assert first["measured_now"] == 6 and again["measured_now"] == 0  # 2 ops x 3 forms
-    assert "ort " in first["key"] and first["key"].endswith("|1t")
+    assert "ort " in first["key"] and "|1t|" in first["key"]
 
 
 def test_user_calibration_sets_are_used_and_every_other_one_is_held_back(tmp_path: Path) -> None:

@@ -164,3 +164,18 @@ def test_a_maxpool_pools_the_quantized_values_at_its_inputs_scale(tmp_path: Path
     add_only = lower(m, [c for c in cs if c.node == "residual"], None, ranges)
     for a, b in zip(run(both, feeds), run(add_only, feeds), strict=True):
         np.testing.assert_array_equal(a["y"], b["y"])  # max commutes with the rounding
+
+
+def test_a_few_row_matmul_is_timed_over_more_weights_than_the_caches_hold() -> None:
+    """Decoding one token streams each weight from memory inside a model: timed alone, a
+    repeated run would find it in cache (the int8 forms then look 2-3x faster than they run)."""
+    from rewrite.precision.forms import Candidate
+    from rewrite.precision.kernels import COLD_BYTES, copies
+
+    gemv = Candidate(0, "m", "MatMul", "int8_dynamic", "a", "w", 768, 3072, False)
+    assert copies(gemv, (1, 768)) * 768 * 3072 >= COLD_BYTES
+    assert copies(gemv, (128, 768)) == 1  # many rows: compute-bound, timed as it is
+    head = Candidate(0, "m", "MatMul", "int8_dynamic", "a", "w", 768, 50257, False)
+    assert copies(head, (1, 768)) == 2
+    conv = candidates(cnn(), STATIC)[0]
+    assert copies(conv, (1, 8, 16, 16)) == 1
