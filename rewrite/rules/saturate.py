@@ -165,11 +165,12 @@ def install(
 
 
 def _scratch_egraph() -> bindings.EGraph:
-    """An empty e-graph with the encoder's schema and the rules' ruleset."""
+    """An empty e-graph with the encoder's declarations (not its shape rules: a rule only
+    has to compile there) and the rules' ruleset."""
     from rewrite.egraph.schema import program
 
     eg = bindings.EGraph()
-    eg.parse_and_run_program(f"{program()}\n(ruleset {RULES})")
+    eg.parse_and_run_program(f"{program(shapes=False)}\n(ruleset {RULES})")
     return eg
 
 
