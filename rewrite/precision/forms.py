@@ -336,7 +336,7 @@ def lower(
     del g.node[:]
     g.node.extend(nodes)
     g.initializer.extend(qdq.tensors)
-    used = _read_names(g) | {o.name for o in g.output}
+    used = static.names_read(g) | {o.name for o in g.output}
     keep = [t for t in g.initializer if t.name in used]
     del g.initializer[:]
     g.initializer.extend(keep)
@@ -368,15 +368,4 @@ def all_names(g: onnx.GraphProto) -> set[str]:
         for a in n.attribute:
             for sub in (*([a.g] if a.HasField("g") else []), *a.graphs):
                 out |= all_names(sub)
-    return out
-
-
-def _read_names(g: onnx.GraphProto) -> set[str]:
-    """Every value name a node of `g` or of its subgraphs reads."""
-    out: set[str] = set()
-    for n in g.node:
-        out.update(n.input)
-        for a in n.attribute:
-            for sub in (*([a.g] if a.HasField("g") else []), *a.graphs):
-                out |= _read_names(sub)
     return out

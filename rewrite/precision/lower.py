@@ -42,7 +42,7 @@ from rewrite.precision.kernels import KernelTable
 from rewrite.precision.metrics import errors
 from rewrite.precision.select import Boundary, boundary_cost, select
 from rewrite.precision.sensitivity import activation_stats, run, sensitivities
-from rewrite.precision.static import FORM
+from rewrite.precision.static import FORM, names_read
 
 Key = tuple[int, str]
 """A candidate: (node index, form)."""
@@ -286,8 +286,9 @@ def boundaries(
             if v in readers:
                 readers[v].append(i if (i, v) in reads else None)
         for a in n.attribute:
-            for v in _subgraph_reads(a) & readers.keys():
-                readers[v].append(None)
+            for sub in (*([a.g] if a.HasField("g") else []), *a.graphs):
+                for v in names_read(sub) & readers.keys():
+                    readers[v].append(None)
     outputs = {o.name for o in model.graph.output}
     out = []
     for v in values:
@@ -306,16 +307,6 @@ def loses_alone(c: Candidate, priced: Priced) -> bool:
     mine = [b for b in priced.edges if c.index in (b.writer, *b.readers)]
     others = {o for b in mine for o in (b.writer, *b.readers) if o is not None} - {c.index}
     return not others and priced.saving[c.key] <= boundary_cost({c.index}, mine)
-
-
-def _subgraph_reads(a: onnx.AttributeProto) -> set[str]:
-    out: set[str] = set()
-    for sub in (*([a.g] if a.HasField("g") else []), *a.graphs):
-        for n in sub.node:
-            out.update(n.input)
-            for b in n.attribute:
-                out |= _subgraph_reads(b)
-    return out
 
 
 def estimate(sens: dict[Key, dict[str, float]], chosen: list[Key]) -> float:

@@ -143,7 +143,7 @@ def relu_readers(g: onnx.GraphProto) -> dict[str, tuple[int, str]]:
             readers.setdefault(v, []).append(i)
         for a in n.attribute:
             for sub in (*([a.g] if a.HasField("g") else []), *a.graphs):
-                for v in _names_read(sub):
+                for v in names_read(sub):
                     readers.setdefault(v, []).extend([-1, -1])
     outputs = {o.name for o in g.output}
     out = {}
@@ -155,13 +155,14 @@ def relu_readers(g: onnx.GraphProto) -> dict[str, tuple[int, str]]:
     return out
 
 
-def _names_read(g: onnx.GraphProto) -> set[str]:
+def names_read(g: onnx.GraphProto) -> set[str]:
+    """Every value name a node of `g` or of its subgraphs reads."""
     out: set[str] = set()
     for n in g.node:
         out.update(n.input)
         for a in n.attribute:
             for sub in (*([a.g] if a.HasField("g") else []), *a.graphs):
-                out |= _names_read(sub)
+                out |= names_read(sub)
     return out
 
 
